@@ -1,0 +1,412 @@
+//! The versioned model file shared by `greenpipe-estimator train` (writer) and `serve` (reader).
+//!
+//! It is our own JSON schema, not a serialised library type, so that training and serving share
+//! one reader and an old or foreign file fails with a clear message instead of a silent misread.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::features::{Feature, FeatureValues};
+
+/// The schema version this build reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Why a model file or a prediction was refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ModelError {
+    /// The JSON is malformed or has unknown fields.
+    #[error("model file is not valid: {0}")]
+    Parse(String),
+    /// The file was written by an incompatible version.
+    #[error(
+        "model file schema_version {found} is not supported (this build reads {SCHEMA_VERSION})"
+    )]
+    SchemaVersion {
+        /// Version found in the file.
+        found: u32,
+    },
+    /// A model is internally inconsistent (e.g. coefficient count != feature count).
+    #[error("model {model:?} is inconsistent: {reason}")]
+    Inconsistent {
+        /// Model name.
+        model: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The input lacks a feature the model needs, or it is not finite.
+    #[error("feature {0} is missing or not finite")]
+    MissingFeature(&'static str),
+}
+
+/// A whole model file: one or more per-node models.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelFile {
+    /// Must equal [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Models, matched against nodes in order; the first match wins.
+    pub models: Vec<NodeModel>,
+}
+
+/// Which nodes a model applies to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSelector {
+    /// Exact node name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Node labels that must all match (as exported on the node's series).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Matches any node no other model matched.
+    #[serde(default)]
+    pub default: bool,
+}
+
+/// Standardisation applied to a feature before it enters the model: `(x - mean) / scale`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureScaling {
+    /// The feature.
+    pub feature: Feature,
+    /// Subtracted first.
+    pub mean: f64,
+    /// Then divided by (never 0).
+    pub scale: f64,
+}
+
+/// Model families and their parameters. Features are the standardised inputs, in the order of
+/// [`NodeModel::features`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ModelKind {
+    /// `intercept + Σ coefficients[i] * x[i]` (OLS, ridge, lasso, elastic net).
+    Linear {
+        /// Intercept, watts.
+        intercept: f64,
+        /// One per feature.
+        coefficients: Vec<f64>,
+    },
+    /// Utilisation interpolation for nodes never metered: `idle + (max - idle) * u`, where
+    /// `u = cpu_seconds_per_second / cpus`, clamped to [0, 1]. Uses the raw (unscaled) CPU feature.
+    UtilisationInterpolation {
+        /// Logical CPUs of the board.
+        cpus: f64,
+        /// Power at full load, watts.
+        max_watts: f64,
+    },
+}
+
+/// Non-negative per-feature weights that split dynamic power over containers:
+/// a container's share is `Σ w[f] * x_c[f] / Σ_c Σ w[f] * x_c[f]` over raw feature values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttributionWeight {
+    /// The feature.
+    pub feature: Feature,
+    /// Watts per unit of the raw feature; never negative.
+    pub watts_per_unit: f64,
+}
+
+/// Fit and validation scores carried inside the model file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scores {
+    /// Grouped cross-validation mean absolute percentage error, percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cv_mape_percent: Option<f64>,
+    /// Held-out validation MAPE, percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation_mape_percent: Option<f64>,
+    /// Any further named scores (MAE, RMSE, R², per baseline, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, f64>,
+}
+
+/// Where the training data came from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingInfo {
+    /// Unix seconds of the first training sample.
+    pub from: f64,
+    /// Unix seconds of the last training sample.
+    pub to: f64,
+    /// Training samples used.
+    pub samples: u64,
+    /// Workloads in the training set.
+    #[serde(default)]
+    pub workloads: Vec<String>,
+}
+
+/// One node's model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeModel {
+    /// Value of the `model` label on predictions (e.g. `gbr-2026-11-29`, `uncalibrated-rpi4`).
+    pub name: String,
+    /// Which nodes it applies to.
+    pub selector: NodeSelector,
+    /// Ordered inputs and their standardisation.
+    pub features: Vec<FeatureScaling>,
+    /// Family and parameters (`{"kind": "linear", ...}`).
+    pub regressor: ModelKind,
+    /// Power of the node doing nothing, watts: the part split by process count, not by usage.
+    pub idle_power_watts: f64,
+    /// Weights for splitting dynamic power over containers.
+    pub attribution_weights: Vec<AttributionWeight>,
+    /// Training window (absent for bundled profiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training: Option<TrainingInfo>,
+    /// Scores.
+    #[serde(default)]
+    pub scores: Scores,
+    /// Where the parameters come from, for bundled profiles (a citation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+impl ModelFile {
+    /// Parses and checks a model file.
+    pub fn from_json(text: &str) -> Result<ModelFile, ModelError> {
+        // Read the version first so an old file says "wrong version", not "unknown field".
+        #[derive(Deserialize)]
+        struct VersionOnly {
+            schema_version: u32,
+        }
+        let version: VersionOnly =
+            serde_json::from_str(text).map_err(|e| ModelError::Parse(e.to_string()))?;
+        if version.schema_version != SCHEMA_VERSION {
+            return Err(ModelError::SchemaVersion {
+                found: version.schema_version,
+            });
+        }
+        let file: ModelFile =
+            serde_json::from_str(text).map_err(|e| ModelError::Parse(e.to_string()))?;
+        for m in &file.models {
+            m.check()?;
+        }
+        Ok(file)
+    }
+
+    /// Serialises the file as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("model file serialises")
+    }
+
+    /// The model for a node: first by exact name, then by labels, then the default.
+    pub fn select(&self, node: &str, labels: &BTreeMap<String, String>) -> Option<&NodeModel> {
+        let by_name = self
+            .models
+            .iter()
+            .find(|m| m.selector.node.as_deref() == Some(node));
+        let by_labels = || {
+            self.models.iter().find(|m| {
+                m.selector.node.is_none()
+                    && !m.selector.labels.is_empty()
+                    && m.selector
+                        .labels
+                        .iter()
+                        .all(|(k, v)| labels.get(k) == Some(v))
+            })
+        };
+        let by_default = || self.models.iter().find(|m| m.selector.default);
+        by_name.or_else(by_labels).or_else(by_default)
+    }
+}
+
+impl NodeModel {
+    /// Checks internal consistency.
+    pub fn check(&self) -> Result<(), ModelError> {
+        let bad = |reason: String| ModelError::Inconsistent {
+            model: self.name.clone(),
+            reason,
+        };
+        if let Some(s) = self
+            .features
+            .iter()
+            .find(|s| !(s.scale.is_finite() && s.scale != 0.0))
+        {
+            return Err(bad(format!(
+                "feature {} has scale {}",
+                s.feature.column(),
+                s.scale
+            )));
+        }
+        if let Some(w) = self
+            .attribution_weights
+            .iter()
+            .find(|w| !(w.watts_per_unit >= 0.0 && w.watts_per_unit.is_finite()))
+        {
+            return Err(bad(format!(
+                "attribution weight of {} is {} (must be finite and >= 0)",
+                w.feature.column(),
+                w.watts_per_unit
+            )));
+        }
+        if !self.idle_power_watts.is_finite() || self.idle_power_watts < 0.0 {
+            return Err(bad(format!(
+                "idle_power_watts is {}",
+                self.idle_power_watts
+            )));
+        }
+        match &self.regressor {
+            ModelKind::Linear { coefficients, .. } if coefficients.len() != self.features.len() => {
+                Err(bad(format!(
+                    "{} coefficients for {} features",
+                    coefficients.len(),
+                    self.features.len()
+                )))
+            }
+            ModelKind::UtilisationInterpolation { cpus, max_watts } => {
+                if cpus.is_nan() || *cpus <= 0.0 || *max_watts < self.idle_power_watts {
+                    return Err(bad(format!(
+                        "needs cpus > 0 and max_watts >= idle (cpus {cpus}, max {max_watts})"
+                    )));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Raw features the model reads (inputs and attribution), each once.
+    pub fn required_features(&self) -> Vec<Feature> {
+        let mut out: Vec<Feature> = self.features.iter().map(|s| s.feature).collect();
+        if matches!(self.regressor, ModelKind::UtilisationInterpolation { .. }) {
+            out.push(Feature::CpuSecondsPerSecond);
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Standardised inputs in model order.
+    pub fn scaled_inputs(&self, raw: &FeatureValues) -> Result<Vec<f64>, ModelError> {
+        self.features
+            .iter()
+            .map(|s| match raw.get(s.feature) {
+                Some(v) if v.is_finite() => Ok((v - s.mean) / s.scale),
+                _ => Err(ModelError::MissingFeature(s.feature.column())),
+            })
+            .collect()
+    }
+
+    /// Predicted node power in watts, never below zero.
+    pub fn predict(&self, raw: &FeatureValues) -> Result<f64, ModelError> {
+        let watts = match &self.regressor {
+            ModelKind::Linear {
+                intercept,
+                coefficients,
+            } => {
+                let x = self.scaled_inputs(raw)?;
+                intercept + coefficients.iter().zip(&x).map(|(c, v)| c * v).sum::<f64>()
+            }
+            ModelKind::UtilisationInterpolation { cpus, max_watts } => {
+                let cpu = raw
+                    .get(Feature::CpuSecondsPerSecond)
+                    .filter(|v| v.is_finite())
+                    .ok_or(ModelError::MissingFeature(
+                        Feature::CpuSecondsPerSecond.column(),
+                    ))?;
+                let u = (cpu / cpus).clamp(0.0, 1.0);
+                self.idle_power_watts + (max_watts - self.idle_power_watts) * u
+            }
+        };
+        Ok(watts.max(0.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn interp() -> NodeModel {
+        NodeModel {
+            name: "uncalibrated-test".into(),
+            selector: NodeSelector {
+                default: true,
+                ..Default::default()
+            },
+            features: vec![],
+            regressor: ModelKind::UtilisationInterpolation {
+                cpus: 4.0,
+                max_watts: 7.0,
+            },
+            idle_power_watts: 3.0,
+            attribution_weights: vec![AttributionWeight {
+                feature: Feature::CpuSecondsPerSecond,
+                watts_per_unit: 1.0,
+            }],
+            training: None,
+            scores: Scores::default(),
+            source: None,
+        }
+    }
+
+    #[test]
+    fn interpolation_predicts_between_idle_and_max() {
+        let m = interp();
+        let mut x = FeatureValues::default();
+        x.set(Feature::CpuSecondsPerSecond, Some(2.0));
+        assert_eq!(m.predict(&x), Ok(5.0));
+        x.set(Feature::CpuSecondsPerSecond, Some(9.0));
+        assert_eq!(m.predict(&x), Ok(7.0));
+        x.set(Feature::CpuSecondsPerSecond, None);
+        assert!(matches!(m.predict(&x), Err(ModelError::MissingFeature(_))));
+    }
+
+    #[test]
+    fn round_trip_and_version_check() {
+        let file = ModelFile {
+            schema_version: SCHEMA_VERSION,
+            models: vec![interp()],
+        };
+        let text = file.to_json();
+        assert_eq!(ModelFile::from_json(&text).unwrap(), file);
+        let old = text.replace("\"schema_version\": 1", "\"schema_version\": 99");
+        assert_eq!(
+            ModelFile::from_json(&old),
+            Err(ModelError::SchemaVersion { found: 99 })
+        );
+        let unknown = text.replacen("\"models\"", "\"colour\": 1, \"models\"", 1);
+        assert!(matches!(
+            ModelFile::from_json(&unknown),
+            Err(ModelError::Parse(_))
+        ));
+    }
+
+    #[test]
+    fn negative_attribution_weight_is_refused() {
+        let mut m = interp();
+        m.attribution_weights[0].watts_per_unit = -0.5;
+        assert!(matches!(m.check(), Err(ModelError::Inconsistent { .. })));
+    }
+
+    #[test]
+    fn selection_prefers_name_then_labels_then_default() {
+        let mut by_name = interp();
+        by_name.name = "named".into();
+        by_name.selector = NodeSelector {
+            node: Some("pi-1".into()),
+            ..Default::default()
+        };
+        let mut by_label = interp();
+        by_label.name = "labelled".into();
+        by_label.selector = NodeSelector {
+            labels: [("board".to_string(), "rpi4".to_string())].into(),
+            ..Default::default()
+        };
+        let file = ModelFile {
+            schema_version: SCHEMA_VERSION,
+            models: vec![interp(), by_label, by_name],
+        };
+        let rpi4: BTreeMap<String, String> = [("board".to_string(), "rpi4".to_string())].into();
+        assert_eq!(file.select("pi-1", &rpi4).unwrap().name, "named");
+        assert_eq!(file.select("pi-2", &rpi4).unwrap().name, "labelled");
+        assert_eq!(
+            file.select("pi-2", &BTreeMap::new()).unwrap().name,
+            "uncalibrated-test"
+        );
+    }
+}

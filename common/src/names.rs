@@ -1,0 +1,170 @@
+//! Every metric name and label key of GreenPipe: the only place they are spelled.
+//!
+//! The exporter writes these names, the estimator queries them and writes its own, the
+//! dashboards and rules use them. Renaming one is a breaking change of the metric contract
+//! documented in `docs/architecture.md`.
+
+/// Label keys.
+pub mod label {
+    /// Kubernetes node name; on every series.
+    pub const NODE: &str = "node";
+    /// Container id (64 hex chars for containerd/CRI-O/Docker) or `system` for host processes.
+    pub const CONTAINER_ID: &str = "container_id";
+    /// Pod UID with dashes, empty when the cgroup path carries none.
+    pub const POD_UID: &str = "pod_uid";
+    /// Where a value was measured: `bpf`, `perf`, `cgroup` or `procfs`.
+    pub const SOURCE: &str = "source";
+    /// `read`/`write` for disks, `receive`/`transmit` for networks.
+    pub const DIRECTION: &str = "direction";
+    /// CPU mode from `/proc/stat` (`user`, `system`, `idle`, ...).
+    pub const MODE: &str = "mode";
+    /// Block or network device name.
+    pub const DEVICE: &str = "device";
+    /// Logical CPU number.
+    pub const CPU: &str = "cpu";
+    /// Memory state (`total`, `available`, `used`, ...).
+    pub const STATE: &str = "state";
+    /// Event name (e.g. a `/proc/vmstat` counter).
+    pub const EVENT: &str = "event";
+    /// Collector name.
+    pub const COLLECTOR: &str = "collector";
+    /// Why something is unavailable or failed.
+    pub const REASON: &str = "reason";
+    /// Process id (per-process metrics only).
+    pub const PID: &str = "pid";
+    /// Process command name (per-process metrics only).
+    pub const COMM: &str = "comm";
+    /// Power meter instance name.
+    pub const METER: &str = "meter";
+    /// Power meter kind (`um25c`, `hwmon`, `rapl`, `shelly`, ...).
+    pub const KIND: &str = "kind";
+    /// Name of the model that produced a prediction.
+    pub const MODEL: &str = "model";
+    /// Program version.
+    pub const VERSION: &str = "version";
+}
+
+/// Value of `container_id` for processes that run outside any container.
+pub const SYSTEM_CONTAINER: &str = "system";
+
+/// Values of the `source` label.
+pub mod source {
+    /// eBPF programs.
+    pub const BPF: &str = "bpf";
+    /// perf events (hardware counters).
+    pub const PERF: &str = "perf";
+    /// cgroup files.
+    pub const CGROUP: &str = "cgroup";
+    /// procfs files.
+    pub const PROCFS: &str = "procfs";
+}
+
+/// Node-level resource metrics written by the exporter.
+pub mod node {
+    /// Counter, `mode`: CPU seconds by mode, summed over CPUs (`/proc/stat`).
+    pub const CPU_SECONDS_TOTAL: &str = "greenpipe_node_cpu_seconds_total";
+    /// Gauge: number of online logical CPUs.
+    pub const CPUS: &str = "greenpipe_node_cpus";
+    /// Gauge, `cpu`: current frequency per logical CPU (cpufreq).
+    pub const CPU_FREQUENCY_HERTZ: &str = "greenpipe_node_cpu_frequency_hertz";
+    /// Gauge, `state`: memory from `/proc/meminfo`.
+    pub const MEMORY_BYTES: &str = "greenpipe_node_memory_bytes";
+    /// Counter, `event`: page-cache and paging activity from `/proc/vmstat`.
+    pub const PAGE_CACHE_EVENTS_TOTAL: &str = "greenpipe_node_page_cache_events_total";
+    /// Counter, `device`, `direction`: bytes moved by whole disks.
+    pub const DISK_BYTES_TOTAL: &str = "greenpipe_node_disk_bytes_total";
+    /// Counter, `device`, `direction`: completed disk operations.
+    pub const DISK_OPERATIONS_TOTAL: &str = "greenpipe_node_disk_operations_total";
+    /// Counter, `device`, `direction`: network bytes.
+    pub const NETWORK_BYTES_TOTAL: &str = "greenpipe_node_network_bytes_total";
+    /// Counter, `device`, `direction`: network packets.
+    pub const NETWORK_PACKETS_TOTAL: &str = "greenpipe_node_network_packets_total";
+    /// Counter: context switches.
+    pub const CONTEXT_SWITCHES_TOTAL: &str = "greenpipe_node_context_switches_total";
+    /// Gauge: runnable processes.
+    pub const PROCS_RUNNING: &str = "greenpipe_node_procs_running";
+}
+
+/// Container-level (cgroup) resource metrics written by the exporter.
+pub mod container {
+    /// Counter, `source`: CPU seconds used by the container's cgroup.
+    pub const CPU_SECONDS_TOTAL: &str = "greenpipe_container_cpu_seconds_total";
+    /// Gauge: memory charged to the cgroup.
+    pub const MEMORY_BYTES: &str = "greenpipe_container_memory_bytes";
+    /// Counter, `direction`, `source`: block I/O bytes.
+    pub const DISK_BYTES_TOTAL: &str = "greenpipe_container_disk_bytes_total";
+    /// Counter, `direction`, `source`: network bytes.
+    pub const NETWORK_BYTES_TOTAL: &str = "greenpipe_container_network_bytes_total";
+    /// Gauge: processes (thread-group leaders) in the cgroup.
+    pub const PROCESSES: &str = "greenpipe_container_processes";
+    /// Counter, `source`: CPU cycles.
+    pub const CPU_CYCLES_TOTAL: &str = "greenpipe_container_cpu_cycles_total";
+    /// Counter, `source`: retired instructions.
+    pub const CPU_INSTRUCTIONS_TOTAL: &str = "greenpipe_container_cpu_instructions_total";
+    /// Counter, `source`: cache misses.
+    pub const CACHE_MISSES_TOTAL: &str = "greenpipe_container_cache_misses_total";
+    /// Counter, `source`: page-cache hits.
+    pub const PAGE_CACHE_HITS_TOTAL: &str = "greenpipe_container_page_cache_hits_total";
+}
+
+/// Per-process metrics (opt-in, top-N by CPU).
+pub mod process {
+    /// Counter, `pid`, `comm`, `container_id`: CPU seconds of the process.
+    pub const CPU_SECONDS_TOTAL: &str = "greenpipe_process_cpu_seconds_total";
+    /// Gauge: resident memory of the process.
+    pub const RESIDENT_MEMORY_BYTES: &str = "greenpipe_process_resident_memory_bytes";
+}
+
+/// Power-meter readings written by the exporter.
+pub mod meter {
+    /// Gauge, `meter`, `kind`: measured power.
+    pub const POWER_WATTS: &str = "greenpipe_meter_power_watts";
+    /// Counter: energy, from the device's counter or integrated from power.
+    pub const ENERGY_JOULES_TOTAL: &str = "greenpipe_meter_energy_joules_total";
+    /// Gauge: bus voltage.
+    pub const VOLTAGE_VOLTS: &str = "greenpipe_meter_voltage_volts";
+    /// Gauge: current.
+    pub const CURRENT_AMPERES: &str = "greenpipe_meter_current_amperes";
+    /// Gauge: 1 when the last read succeeded.
+    pub const UP: &str = "greenpipe_meter_up";
+    /// Counter, `reason`: failed reads.
+    pub const READ_ERRORS_TOTAL: &str = "greenpipe_meter_read_errors_total";
+    /// Gauge: unix time of the last good reading.
+    pub const LAST_READING_TIMESTAMP_SECONDS: &str =
+        "greenpipe_meter_last_reading_timestamp_seconds";
+}
+
+/// The exporter's metrics about itself.
+pub mod exporter {
+    /// Gauge, `version`: always 1.
+    pub const BUILD_INFO: &str = "greenpipe_exporter_build_info";
+    /// Gauge, `collector`: 1 if the collector's last run succeeded.
+    pub const COLLECTOR_SUCCESS: &str = "greenpipe_exporter_collector_success";
+    /// Gauge, `collector`: wall time of the collector's last run.
+    pub const COLLECTOR_DURATION_SECONDS: &str = "greenpipe_exporter_collector_duration_seconds";
+    /// Gauge, `collector`, `reason`: 1 if the collector's sources exist on this host.
+    pub const COLLECTOR_AVAILABLE: &str = "greenpipe_exporter_collector_available";
+    /// Counter, `collector`: malformed input lines skipped.
+    pub const MALFORMED_LINES_TOTAL: &str = "greenpipe_exporter_malformed_lines_total";
+    /// Gauge: wall time of the last whole collection cycle.
+    pub const COLLECTION_DURATION_SECONDS: &str = "greenpipe_exporter_collection_duration_seconds";
+    /// Counter: collection cycles run.
+    pub const COLLECTIONS_TOTAL: &str = "greenpipe_exporter_collections_total";
+    /// Gauge: unix time of the sample being served.
+    pub const LAST_COLLECTION_TIMESTAMP_SECONDS: &str =
+        "greenpipe_exporter_last_collection_timestamp_seconds";
+    /// Counter: CPU seconds (user + system) used by the exporter process.
+    pub const CPU_SECONDS_TOTAL: &str = "greenpipe_exporter_cpu_seconds_total";
+    /// Gauge: resident memory of the exporter process.
+    pub const RESIDENT_MEMORY_BYTES: &str = "greenpipe_exporter_resident_memory_bytes";
+}
+
+/// Predictions written by the estimator through remote write.
+pub mod estimate {
+    /// Gauge, `node`, `model`: predicted node power.
+    pub const NODE_POWER_WATTS: &str = "greenpipe_node_power_watts";
+    /// Gauge, `node`, `model`: the idle part of the node prediction.
+    pub const NODE_IDLE_POWER_WATTS: &str = "greenpipe_node_idle_power_watts";
+    /// Gauge, `node`, `container_id`, `pod_uid`, `model`: power attributed to a container.
+    pub const CONTAINER_POWER_WATTS: &str = "greenpipe_container_power_watts";
+}

@@ -1,0 +1,141 @@
+//! `/proc/stat`: CPU seconds by mode, context switches, runnable processes, online CPUs.
+
+use std::fs;
+
+use greenpipe_common::names::{label, node};
+
+use super::{CollectError, Collector, Report, Spec};
+use crate::config::Config;
+use crate::metrics::MetricSet;
+
+/// Registry entry.
+pub const SPEC: Spec = Spec {
+    name: "cpu",
+    default_enabled: true,
+    help: "CPU seconds by mode, context switches and runnable processes from /proc/stat",
+    build,
+};
+
+/// Modes of the aggregate `cpu` line, in kernel order.
+const MODES: [&str; 8] = [
+    "user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
+];
+
+struct CpuCollector {
+    path: std::path::PathBuf,
+    /// USER_HZ: /proc/stat counts in clock ticks.
+    ticks_per_second: f64,
+}
+
+fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
+    let path = config.paths.proc("stat");
+    fs::metadata(&path).map_err(|e| CollectError::from_io(&path, e))?;
+    Ok(Box::new(CpuCollector {
+        path,
+        ticks_per_second: crate::selfstat::clock_ticks_per_second(),
+    }))
+}
+
+/// Parsed `/proc/stat`.
+#[derive(Debug, Default, PartialEq)]
+pub struct Stat {
+    /// Ticks per mode of the aggregate line, in [`MODES`] order.
+    pub modes: [u64; 8],
+    /// Number of `cpuN` lines.
+    pub cpus: u32,
+    /// `ctxt`.
+    pub context_switches: Option<u64>,
+    /// `procs_running`.
+    pub procs_running: Option<u64>,
+}
+
+/// Parses `/proc/stat`; returns the number of malformed lines it skipped.
+pub fn parse_stat(text: &str) -> (Stat, u64) {
+    let mut stat = Stat::default();
+    let mut malformed = 0;
+    for line in text.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let Some(key) = fields.next() else { continue };
+        if key == "cpu" {
+            let values: Result<Vec<u64>, _> = fields.take(MODES.len()).map(str::parse).collect();
+            match values {
+                Ok(v) if v.len() >= 4 => stat.modes[..v.len()].copy_from_slice(&v),
+                _ => malformed += 1,
+            }
+        } else if key.starts_with("cpu") {
+            stat.cpus += 1;
+        } else if key == "ctxt" || key == "procs_running" {
+            match fields.next().and_then(|v| v.parse().ok()) {
+                Some(v) if key == "ctxt" => stat.context_switches = Some(v),
+                Some(v) => stat.procs_running = Some(v),
+                None => malformed += 1,
+            }
+        }
+    }
+    (stat, malformed)
+}
+
+impl Collector for CpuCollector {
+    fn collect(&mut self, out: &mut MetricSet, report: &mut Report) -> Result<(), CollectError> {
+        let text =
+            fs::read_to_string(&self.path).map_err(|e| CollectError::from_io(&self.path, e))?;
+        let (stat, malformed) = parse_stat(&text);
+        report.malformed_lines += malformed;
+        for (mode, ticks) in MODES.iter().zip(stat.modes) {
+            out.counter(
+                node::CPU_SECONDS_TOTAL,
+                "CPU time spent in each mode, summed over CPUs (/proc/stat).",
+                &[(label::MODE, mode)],
+                ticks as f64 / self.ticks_per_second,
+            );
+        }
+        out.gauge(
+            node::CPUS,
+            "Online logical CPUs (/proc/stat).",
+            &[],
+            stat.cpus as f64,
+        );
+        if let Some(v) = stat.context_switches {
+            out.counter(
+                node::CONTEXT_SWITCHES_TOTAL,
+                "Context switches since boot (/proc/stat).",
+                &[],
+                v as f64,
+            );
+        }
+        if let Some(v) = stat.procs_running {
+            out.gauge(
+                node::PROCS_RUNNING,
+                "Runnable processes (/proc/stat).",
+                &[],
+                v as f64,
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_aggregate_line_and_counters() {
+        let text =
+            "cpu  10 1 5 100 2 0 3 0 0 0\ncpu0 5 0 2 50 1 0 1 0 0 0\ncpu1 5 1 3 50 1 0 2 0 0 0\n\
+                    intr 1 2 3\nctxt 4242\nbtime 1\nprocs_running 3\nprocs_blocked 0\n";
+        let (stat, malformed) = parse_stat(text);
+        assert_eq!(malformed, 0);
+        assert_eq!(stat.modes, [10, 1, 5, 100, 2, 0, 3, 0]);
+        assert_eq!(stat.cpus, 2);
+        assert_eq!(stat.context_switches, Some(4242));
+        assert_eq!(stat.procs_running, Some(3));
+    }
+
+    #[test]
+    fn malformed_lines_are_counted_not_fatal() {
+        let (stat, malformed) = parse_stat("cpu x y\nctxt\nprocs_running 1\n");
+        assert_eq!(malformed, 2);
+        assert_eq!(stat.procs_running, Some(1));
+    }
+}

@@ -1,0 +1,413 @@
+//! Flags and the optional TOML file, merged into one validated [`Config`].
+//!
+//! Flags follow node_exporter's style (`--web.listen-address`, `--path.procfs`,
+//! `--collector.<name>` / `--no-collector.<name>`). A flag wins over the file; the file wins over
+//! the default. Unknown file keys and unknown collector names are errors, not warnings: a typo
+//! in a DaemonSet must fail at start, not silently run with defaults.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
+use serde::Deserialize;
+
+use crate::collector::{self, REGISTRY};
+use crate::paths::Paths;
+
+/// Command-line flags as parsed (before merging with the file).
+#[derive(Debug, Parser)]
+#[command(
+    name = "greenpipe-exporter",
+    version,
+    about = "Per-node, per-container and per-process resource metrics and power-meter readings for Prometheus"
+)]
+pub struct Cli {
+    /// Address to listen on for the web interface and telemetry [default: :9910].
+    #[arg(long = "web.listen-address")]
+    pub listen_address: Option<String>,
+    /// Path under which to expose metrics [default: /metrics].
+    #[arg(long = "web.telemetry-path")]
+    pub telemetry_path: Option<String>,
+    /// procfs mount point [default: /proc].
+    #[arg(long = "path.procfs")]
+    pub procfs: Option<PathBuf>,
+    /// sysfs mount point [default: /sys].
+    #[arg(long = "path.sysfs")]
+    pub sysfs: Option<PathBuf>,
+    /// cgroup filesystem mount point [default: /sys/fs/cgroup].
+    #[arg(long = "path.cgroupfs")]
+    pub cgroupfs: Option<PathBuf>,
+    /// Value of the `node` label [default: $NODE_NAME, then the hostname].
+    #[arg(long = "node-name")]
+    pub node_name: Option<String>,
+    /// Sampling interval, e.g. `1s`, `500ms` [default: 1s].
+    #[arg(long = "collection.interval")]
+    pub interval: Option<String>,
+    /// Per-process metrics: how many processes (top by CPU) to export [default: 10].
+    #[arg(long = "collector.process.top-n")]
+    pub process_top_n: Option<usize>,
+    /// Also export the loopback interface in node network metrics.
+    #[arg(long = "collector.netdev.include-loopback")]
+    pub netdev_include_loopback: bool,
+    /// Optional TOML configuration file.
+    #[arg(long = "config.file")]
+    pub config_file: Option<PathBuf>,
+    /// Log filter (`error`, `warn`, `info`, `debug`, or a tracing filter expression).
+    #[arg(long = "log.level", default_value = "info")]
+    pub log_level: String,
+}
+
+/// The TOML configuration file. Every key is optional; unknown keys are errors.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// `[web]` section.
+    #[serde(default)]
+    pub web: WebFile,
+    /// Value of the `node` label.
+    pub node_name: Option<String>,
+    /// Sampling interval, e.g. `"1s"`.
+    pub collection_interval: Option<String>,
+    /// `[paths]` section.
+    #[serde(default)]
+    pub paths: PathsFile,
+    /// `[collectors]`: collector name = true/false.
+    #[serde(default)]
+    pub collectors: BTreeMap<String, bool>,
+    /// `[process]` section.
+    #[serde(default)]
+    pub process: ProcessFile,
+    /// `[netdev]` section.
+    #[serde(default)]
+    pub netdev: NetdevFile,
+}
+
+/// `[web]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebFile {
+    /// Listen address.
+    pub listen_address: Option<String>,
+    /// Telemetry path.
+    pub telemetry_path: Option<String>,
+}
+
+/// `[paths]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathsFile {
+    /// procfs root.
+    pub procfs: Option<PathBuf>,
+    /// sysfs root.
+    pub sysfs: Option<PathBuf>,
+    /// cgroupfs root.
+    pub cgroupfs: Option<PathBuf>,
+}
+
+/// `[process]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessFile {
+    /// Top-N processes by CPU to export.
+    pub top_n: Option<usize>,
+}
+
+/// `[netdev]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetdevFile {
+    /// Also export `lo`.
+    pub include_loopback: Option<bool>,
+}
+
+/// The validated configuration the exporter runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// HTTP listen address.
+    pub listen: SocketAddr,
+    /// Path of the metrics endpoint.
+    pub telemetry_path: String,
+    /// Value of the `node` label.
+    pub node_name: String,
+    /// Sampling interval.
+    pub interval: Duration,
+    /// Host tree roots.
+    pub paths: Paths,
+    /// Enabled collectors, in registry order.
+    pub collectors: Vec<&'static str>,
+    /// Collectors the user enabled explicitly: a failure to build one of these stops start-up.
+    pub explicit: BTreeSet<&'static str>,
+    /// Per-process metrics: top-N by CPU.
+    pub process_top_n: usize,
+    /// Export `lo` in node network metrics.
+    pub netdev_include_loopback: bool,
+    /// Log filter.
+    pub log_level: String,
+}
+
+impl Config {
+    /// A configuration with every default, reading the given trees (used by tests and benches).
+    pub fn for_paths(paths: Paths, node_name: &str) -> Config {
+        Config {
+            listen: "127.0.0.1:0".parse().expect("valid literal"),
+            telemetry_path: "/metrics".into(),
+            node_name: node_name.into(),
+            interval: Duration::from_secs(1),
+            paths,
+            collectors: REGISTRY
+                .iter()
+                .filter(|s| s.default_enabled)
+                .map(|s| s.name)
+                .collect(),
+            explicit: BTreeSet::new(),
+            process_top_n: 10,
+            netdev_include_loopback: false,
+            log_level: "info".into(),
+        }
+    }
+
+    /// Parses the process's arguments (and the file they name).
+    pub fn from_args() -> anyhow::Result<Config> {
+        Self::parse_from(std::env::args_os())
+    }
+
+    /// Parses the given arguments (first = program name).
+    pub fn parse_from<I, T>(args: I) -> anyhow::Result<Config>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut command = Cli::command();
+        for spec in REGISTRY {
+            command = command
+                .arg(
+                    clap::Arg::new(format!("collector.{}", spec.name))
+                        .long(format!("collector.{}", spec.name))
+                        .action(ArgAction::SetTrue)
+                        .help(format!("Enable the {} collector: {}", spec.name, spec.help)),
+                )
+                .arg(
+                    clap::Arg::new(format!("no-collector.{}", spec.name))
+                        .long(format!("no-collector.{}", spec.name))
+                        .action(ArgAction::SetTrue)
+                        .help(format!("Disable the {} collector", spec.name)),
+                );
+        }
+        let matches = command.try_get_matches_from(args)?;
+        let cli = Cli::from_arg_matches(&matches)?;
+        let mut toggles = BTreeMap::new();
+        for spec in REGISTRY {
+            if matches.get_flag(&format!("collector.{}", spec.name)) {
+                toggles.insert(spec.name, true);
+            }
+            if matches.get_flag(&format!("no-collector.{}", spec.name)) {
+                if toggles.contains_key(spec.name) {
+                    bail!(
+                        "--collector.{0} and --no-collector.{0} both given",
+                        spec.name
+                    );
+                }
+                toggles.insert(spec.name, false);
+            }
+        }
+        let file = match &cli.config_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading config file {}", path.display()))?;
+                toml::from_str(&text).with_context(|| format!("config file {}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        merge(cli, file, toggles)
+    }
+}
+
+fn merge(
+    cli: Cli,
+    file: FileConfig,
+    flag_toggles: BTreeMap<&'static str, bool>,
+) -> anyhow::Result<Config> {
+    let listen_text = cli
+        .listen_address
+        .or(file.web.listen_address)
+        .unwrap_or_else(|| ":9910".into());
+    let listen = parse_listen_address(&listen_text)?;
+    let telemetry_path = cli
+        .telemetry_path
+        .or(file.web.telemetry_path)
+        .unwrap_or_else(|| "/metrics".into());
+    if !telemetry_path.starts_with('/') || telemetry_path == "/" {
+        bail!("--web.telemetry-path must start with / and not be / (got {telemetry_path:?})");
+    }
+    let node_name = match cli.node_name.or(file.node_name) {
+        Some(n) => n,
+        None => default_node_name()?,
+    };
+    if node_name.is_empty() {
+        bail!("node name is empty: set --node-name or NODE_NAME");
+    }
+    let interval_text = cli
+        .interval
+        .or(file.collection_interval)
+        .unwrap_or_else(|| "1s".into());
+    let interval = humantime::parse_duration(&interval_text)
+        .with_context(|| format!("--collection.interval {interval_text:?}"))?;
+    if interval < Duration::from_millis(100) {
+        bail!("--collection.interval must be at least 100ms (got {interval_text})");
+    }
+    let defaults = Paths::default();
+    let paths = Paths {
+        procfs: cli.procfs.or(file.paths.procfs).unwrap_or(defaults.procfs),
+        sysfs: cli.sysfs.or(file.paths.sysfs).unwrap_or(defaults.sysfs),
+        cgroupfs: cli
+            .cgroupfs
+            .or(file.paths.cgroupfs)
+            .unwrap_or(defaults.cgroupfs),
+    };
+    let mut toggles: BTreeMap<&'static str, bool> = BTreeMap::new();
+    for (name, on) in &file.collectors {
+        let spec = collector::spec(name).with_context(|| {
+            format!(
+                "config file [collectors]: unknown collector {name:?} (known: {})",
+                known_collectors()
+            )
+        })?;
+        toggles.insert(spec.name, *on);
+    }
+    toggles.extend(flag_toggles);
+    let collectors = REGISTRY
+        .iter()
+        .filter(|s| toggles.get(s.name).copied().unwrap_or(s.default_enabled))
+        .map(|s| s.name)
+        .collect();
+    let explicit = toggles
+        .iter()
+        .filter(|(_, on)| **on)
+        .map(|(name, _)| *name)
+        .collect();
+    Ok(Config {
+        listen,
+        telemetry_path,
+        node_name,
+        interval,
+        paths,
+        collectors,
+        explicit,
+        process_top_n: cli.process_top_n.or(file.process.top_n).unwrap_or(10),
+        netdev_include_loopback: cli.netdev_include_loopback
+            || file.netdev.include_loopback.unwrap_or(false),
+        log_level: cli.log_level,
+    })
+}
+
+fn known_collectors() -> String {
+    REGISTRY
+        .iter()
+        .map(|s| s.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Accepts `:9910` (all interfaces), `host:port` and `[v6]:port`.
+pub fn parse_listen_address(text: &str) -> anyhow::Result<SocketAddr> {
+    let full = if text.starts_with(':') {
+        format!("0.0.0.0{text}")
+    } else {
+        text.to_string()
+    };
+    full.to_socket_addrs()
+        .with_context(|| format!("--web.listen-address {text:?}"))?
+        .next()
+        .with_context(|| format!("--web.listen-address {text:?} resolves to nothing"))
+}
+
+fn default_node_name() -> anyhow::Result<String> {
+    if let Ok(n) = std::env::var("NODE_NAME") {
+        if !n.is_empty() {
+            return Ok(n);
+        }
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        bail!("cannot read hostname; set --node-name");
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> anyhow::Result<Config> {
+        let mut all = vec!["greenpipe-exporter", "--node-name", "n1"];
+        all.extend_from_slice(args);
+        Config::parse_from(all)
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.listen, "0.0.0.0:9910".parse().unwrap());
+        assert_eq!(c.telemetry_path, "/metrics");
+        assert_eq!(c.interval, Duration::from_secs(1));
+        assert_eq!(c.paths, Paths::default());
+        assert!(c.collectors.contains(&"cpu"));
+    }
+
+    #[test]
+    fn collector_toggles() {
+        let c = parse(&["--no-collector.cpu"]).unwrap();
+        assert!(!c.collectors.contains(&"cpu"));
+        assert!(parse(&["--collector.cpu", "--no-collector.cpu"]).is_err());
+        assert!(parse(&["--collector.nosuch"]).is_err());
+    }
+
+    #[test]
+    fn file_values_and_flag_precedence() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "collection_interval = \"2s\"\n[web]\nlisten_address = \"127.0.0.1:1234\"\n\
+             [paths]\nprocfs = \"/fixture/proc\"\n[collectors]\ncpu = false\n",
+        )
+        .unwrap();
+        let c = parse(&[
+            "--config.file",
+            path.to_str().unwrap(),
+            "--collection.interval",
+            "3s",
+        ])
+        .unwrap();
+        assert_eq!(c.interval, Duration::from_secs(3));
+        assert_eq!(c.listen, "127.0.0.1:1234".parse().unwrap());
+        assert_eq!(c.paths.procfs, PathBuf::from("/fixture/proc"));
+        assert!(!c.collectors.contains(&"cpu"));
+    }
+
+    #[test]
+    fn unknown_file_keys_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "colection_interval = \"2s\"\n").unwrap();
+        let err = parse(&["--config.file", path.to_str().unwrap()]).unwrap_err();
+        assert!(format!("{err:#}").contains("colection_interval"), "{err:#}");
+        std::fs::write(&path, "[collectors]\nnosuch = true\n").unwrap();
+        let err = parse(&["--config.file", path.to_str().unwrap()]).unwrap_err();
+        assert!(format!("{err:#}").contains("unknown collector"), "{err:#}");
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        assert!(parse(&["--collection.interval", "soon"]).is_err());
+        assert!(parse(&["--collection.interval", "1ms"]).is_err());
+        assert!(parse(&["--web.telemetry-path", "metrics"]).is_err());
+        assert!(parse(&["--web.listen-address", "nohost:port"]).is_err());
+    }
+}

@@ -1,0 +1,15 @@
+//! GreenPipe exporter: samples procfs, sysfs, cgroups (and, where the kernel allows, eBPF,
+//! perf events and power meters) once per interval and serves the latest sample on `/metrics`.
+//!
+//! Data flow: [`config`] turns flags and the optional TOML file into a [`config::Config`];
+//! [`sampler`] builds the enabled collectors from [`collector::REGISTRY`], runs them once per
+//! tick on its own thread and publishes an encoded [`metrics::MetricSet`]; [`http`] serves the
+//! last published text. Scrapes never trigger collection work.
+
+pub mod collector;
+pub mod config;
+pub mod http;
+pub mod metrics;
+pub mod paths;
+pub mod sampler;
+pub mod selfstat;

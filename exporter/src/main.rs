@@ -1,0 +1,69 @@
+//! Run with `cargo run -p greenpipe-exporter -- --web.listen-address :9910`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use anyhow::Context;
+use greenpipe_exporter::config::Config;
+use greenpipe_exporter::http;
+use greenpipe_exporter::sampler::{Published, Sampler};
+use tracing::info;
+
+fn main() {
+    if let Err(err) = run() {
+        eprintln!("greenpipe-exporter: {err:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let config = Config::from_args()?;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&config.log_level).context("--log.level")?,
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let listen = config.listen;
+    let path = config.telemetry_path.clone();
+    info!(node = %config.node_name, collectors = ?config.collectors, interval = ?config.interval, "starting");
+    let sampler = Sampler::new(config)?;
+    let shared = Arc::new(RwLock::new(Published::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler_thread = {
+        let shared = shared.clone();
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("sampler".into())
+            .spawn(move || sampler.run(shared, || stop.load(Ordering::Relaxed)))?
+    };
+    // Two worker threads are plenty for scrapes and keep the footprint small on a Pi.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        info!(address = %listener.local_addr()?, %path, "serving metrics");
+        axum::serve(listener, http::app(shared, &path))
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .context("HTTP server")
+    })?;
+    stop.store(true, Ordering::Relaxed);
+    let _ = sampler_thread.join();
+    info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+    info!("shutting down");
+}

@@ -1,0 +1,226 @@
+//! An in-memory sample: metric families built by the collectors during one tick.
+//!
+//! Collectors push values with their own labels; the `node` label is added once at encoding.
+//! Encoding uses the `prometheus` crate's text encoder so escaping and the exposition format are
+//! the reference implementation's, not ours.
+
+use std::collections::BTreeMap;
+
+use greenpipe_common::names::label;
+use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
+use prometheus::{Encoder, TextEncoder};
+
+/// Counter (monotonic) or gauge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Monotonic total; the name ends in `_total`.
+    Counter,
+    /// Value that can go up and down.
+    Gauge,
+}
+
+/// One series: label pairs (without `node`) and a value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Label pairs in the order given by the collector.
+    pub labels: Vec<(&'static str, String)>,
+    /// The value.
+    pub value: f64,
+}
+
+/// One metric family.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Family {
+    /// Help text.
+    pub help: &'static str,
+    /// Counter or gauge.
+    pub kind: Kind,
+    /// Series of the family.
+    pub series: Vec<Series>,
+}
+
+/// All families of one sample, keyed by metric name.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct MetricSet {
+    families: BTreeMap<&'static str, Family>,
+}
+
+impl MetricSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one series to a family, creating the family on first use.
+    pub fn push(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        kind: Kind,
+        labels: &[(&'static str, &str)],
+        value: f64,
+    ) {
+        let family = self.families.entry(name).or_insert_with(|| Family {
+            help,
+            kind,
+            series: Vec::new(),
+        });
+        family.series.push(Series {
+            labels: labels.iter().map(|(k, v)| (*k, (*v).to_string())).collect(),
+            value,
+        });
+    }
+
+    /// Adds a gauge series.
+    pub fn gauge(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        labels: &[(&'static str, &str)],
+        value: f64,
+    ) {
+        self.push(name, help, Kind::Gauge, labels, value);
+    }
+
+    /// Adds a counter series.
+    pub fn counter(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        labels: &[(&'static str, &str)],
+        value: f64,
+    ) {
+        self.push(name, help, Kind::Counter, labels, value);
+    }
+
+    /// Moves every family of `other` into `self` (used to merge per-collector sets).
+    pub fn merge(&mut self, other: MetricSet) {
+        for (name, fam) in other.families {
+            match self.families.get_mut(name) {
+                Some(existing) => existing.series.extend(fam.series),
+                None => {
+                    self.families.insert(name, fam);
+                }
+            }
+        }
+    }
+
+    /// A family by name (tests and the estimator's fixtures read values back).
+    pub fn family(&self, name: &str) -> Option<&Family> {
+        self.families.get(name)
+    }
+
+    /// Iterates over all families by name.
+    pub fn families(&self) -> impl Iterator<Item = (&'static str, &Family)> {
+        self.families.iter().map(|(k, v)| (*k, v))
+    }
+
+    /// Number of series in the set.
+    pub fn len(&self) -> usize {
+        self.families.values().map(|f| f.series.len()).sum()
+    }
+
+    /// True when no series was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Encodes the set in the Prometheus text format, adding `node="<node>"` to every series.
+    pub fn encode_text(&self, node: &str) -> Vec<u8> {
+        let families: Vec<MetricFamily> = self
+            .families
+            .iter()
+            .map(|(name, fam)| to_proto(name, fam, node))
+            .collect();
+        let mut buf = Vec::with_capacity(64 * self.len() + 1024);
+        TextEncoder::new()
+            .encode(&families, &mut buf)
+            .expect("encoding into a Vec cannot fail for well-formed families");
+        buf
+    }
+}
+
+fn to_proto(name: &str, fam: &Family, node: &str) -> MetricFamily {
+    let mut mf = MetricFamily::default();
+    mf.set_name(name.to_string());
+    mf.set_help(fam.help.to_string());
+    mf.set_field_type(match fam.kind {
+        Kind::Counter => MetricType::COUNTER,
+        Kind::Gauge => MetricType::GAUGE,
+    });
+    let metrics = fam
+        .series
+        .iter()
+        .map(|s| {
+            let mut m = Metric::default();
+            let mut labels = Vec::with_capacity(s.labels.len() + 1);
+            labels.push(pair(label::NODE, node));
+            labels.extend(s.labels.iter().map(|(k, v)| pair(k, v)));
+            m.set_label(labels);
+            match fam.kind {
+                Kind::Counter => {
+                    let mut c = Counter::default();
+                    c.set_value(s.value);
+                    m.set_counter(c);
+                }
+                Kind::Gauge => {
+                    let mut g = Gauge::default();
+                    g.set_value(s.value);
+                    m.set_gauge(g);
+                }
+            }
+            m
+        })
+        .collect();
+    mf.set_metric(metrics);
+    mf
+}
+
+fn pair(name: &str, value: &str) -> LabelPair {
+    let mut p = LabelPair::default();
+    p.set_name(name.to_string());
+    p.set_value(value.to_string());
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_node_label_help_type_and_escapes() {
+        let mut set = MetricSet::new();
+        set.counter(
+            "greenpipe_test_total",
+            "A test counter.",
+            &[("device", "a\"b")],
+            3.0,
+        );
+        set.gauge("greenpipe_test_bytes", "A gauge.", &[], 1.5);
+        let text = String::from_utf8(set.encode_text("pi-1")).unwrap();
+        assert!(
+            text.contains("# TYPE greenpipe_test_total counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("greenpipe_test_total{node=\"pi-1\",device=\"a\\\"b\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("greenpipe_test_bytes{node=\"pi-1\"} 1.5"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn merge_appends_series_of_same_family() {
+        let mut a = MetricSet::new();
+        a.gauge("x", "h", &[("k", "1")], 1.0);
+        let mut b = MetricSet::new();
+        b.gauge("x", "h", &[("k", "2")], 2.0);
+        b.gauge("y", "h", &[], 3.0);
+        a.merge(b);
+        assert_eq!(a.family("x").unwrap().series.len(), 2);
+        assert_eq!(a.len(), 3);
+    }
+}

@@ -1,0 +1,239 @@
+//! The collection loop: runs every enabled collector once per tick and publishes the encoded
+//! sample, so a scrape only copies bytes and two scrapes of one tick return identical values.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use greenpipe_common::names::{exporter, label};
+use tracing::{info, warn};
+
+use crate::collector::{self, CollectError, Collector, Report};
+use crate::config::Config;
+use crate::metrics::MetricSet;
+use crate::selfstat;
+
+/// The last published sample, shared with the HTTP handler.
+#[derive(Debug, Clone, Default)]
+pub struct Published {
+    /// Prometheus text exposition of the sample.
+    pub text: Arc<Vec<u8>>,
+    /// Number of completed collection cycles.
+    pub cycles: u64,
+}
+
+/// Handle the HTTP side reads from.
+pub type Shared = Arc<RwLock<Published>>;
+
+struct Slot {
+    name: &'static str,
+    collector: Option<Box<dyn Collector>>,
+    /// `None` = available; `Some(reason)` = unavailable, as exposed and logged.
+    unavailable: Option<String>,
+    success: bool,
+    duration: Duration,
+    malformed_total: u64,
+}
+
+/// Owns the collectors and the state of the self metrics.
+pub struct Sampler {
+    config: Config,
+    slots: Vec<Slot>,
+    cycles: u64,
+    last_cycle: Duration,
+}
+
+impl Sampler {
+    /// Builds every enabled collector. A collector the user enabled explicitly that cannot be
+    /// built is an error; a default one is reported unavailable and the exporter goes on.
+    pub fn new(config: Config) -> anyhow::Result<Sampler> {
+        let mut slots = Vec::new();
+        for name in &config.collectors {
+            let spec = collector::spec(name).expect("config only holds registry names");
+            let (collector, unavailable) = match (spec.build)(&config) {
+                Ok(c) => (Some(c), None),
+                Err(CollectError::Unavailable(reason)) if !config.explicit.contains(name) => {
+                    warn!(collector = name, %reason, "collector unavailable");
+                    (None, Some(reason))
+                }
+                Err(e) => anyhow::bail!("collector {name} was enabled explicitly but {e}"),
+            };
+            slots.push(Slot {
+                name,
+                collector,
+                unavailable,
+                success: false,
+                duration: Duration::ZERO,
+                malformed_total: 0,
+            });
+        }
+        Ok(Sampler {
+            config,
+            slots,
+            cycles: 0,
+            last_cycle: Duration::ZERO,
+        })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Runs one collection cycle and returns the sample, self metrics included.
+    pub fn collect_once(&mut self) -> MetricSet {
+        let started = Instant::now();
+        let mut all = MetricSet::new();
+        for slot in &mut self.slots {
+            let Some(collector) = slot.collector.as_mut() else {
+                slot.success = false;
+                continue;
+            };
+            let t0 = Instant::now();
+            let mut out = MetricSet::new();
+            let mut report = Report::default();
+            let result = collector.collect(&mut out, &mut report);
+            slot.duration = t0.elapsed();
+            slot.malformed_total += report.malformed_lines;
+            match result {
+                Ok(()) => {
+                    if let Some(reason) = slot.unavailable.take() {
+                        info!(collector = slot.name, %reason, "collector available again");
+                    }
+                    slot.success = true;
+                    all.merge(out);
+                }
+                Err(CollectError::Unavailable(reason)) => {
+                    if slot.unavailable.as_deref() != Some(reason.as_str()) {
+                        warn!(collector = slot.name, %reason, "collector unavailable");
+                    }
+                    slot.unavailable = Some(reason);
+                    slot.success = false;
+                }
+                Err(CollectError::Failed(err)) => {
+                    // Failures can repeat every tick; the success gauge carries them, the log
+                    // only shows them at debug level after the first.
+                    if slot.success || self.cycles == 0 {
+                        warn!(collector = slot.name, error = %format!("{err:#}"), "collector failed");
+                    } else {
+                        tracing::debug!(collector = slot.name, error = %format!("{err:#}"), "collector failed");
+                    }
+                    slot.success = false;
+                }
+            }
+        }
+        self.cycles += 1;
+        self.self_metrics(&mut all);
+        self.last_cycle = started.elapsed();
+        all
+    }
+
+    fn self_metrics(&self, out: &mut MetricSet) {
+        out.gauge(
+            exporter::BUILD_INFO,
+            "Build information of the exporter; always 1.",
+            &[(label::VERSION, env!("CARGO_PKG_VERSION"))],
+            1.0,
+        );
+        for slot in &self.slots {
+            let c = [(label::COLLECTOR, slot.name)];
+            out.gauge(
+                exporter::COLLECTOR_SUCCESS,
+                "1 if the collector's last run succeeded.",
+                &c,
+                if slot.success { 1.0 } else { 0.0 },
+            );
+            out.gauge(
+                exporter::COLLECTOR_DURATION_SECONDS,
+                "Wall time of the collector's last run.",
+                &c,
+                slot.duration.as_secs_f64(),
+            );
+            out.counter(
+                exporter::MALFORMED_LINES_TOTAL,
+                "Malformed source lines skipped by the collector.",
+                &c,
+                slot.malformed_total as f64,
+            );
+            let reason = slot.unavailable.as_deref().unwrap_or("");
+            out.gauge(
+                exporter::COLLECTOR_AVAILABLE,
+                "1 if the collector's source exists on this host; reason says why not.",
+                &[(label::COLLECTOR, slot.name), (label::REASON, reason)],
+                if slot.unavailable.is_none() { 1.0 } else { 0.0 },
+            );
+        }
+        out.gauge(
+            exporter::COLLECTION_DURATION_SECONDS,
+            "Wall time of the previous whole collection cycle.",
+            &[],
+            self.last_cycle.as_secs_f64(),
+        );
+        out.counter(
+            exporter::COLLECTIONS_TOTAL,
+            "Collection cycles run.",
+            &[],
+            self.cycles as f64,
+        );
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        out.gauge(
+            exporter::LAST_COLLECTION_TIMESTAMP_SECONDS,
+            "Unix time at which the served sample was taken.",
+            &[],
+            now,
+        );
+        out.counter(
+            exporter::CPU_SECONDS_TOTAL,
+            "User and system CPU time used by the exporter process.",
+            &[],
+            selfstat::cpu_seconds(),
+        );
+        if let Some(rss) = selfstat::resident_bytes() {
+            out.gauge(
+                exporter::RESIDENT_MEMORY_BYTES,
+                "Resident memory of the exporter process.",
+                &[],
+                rss as f64,
+            );
+        }
+    }
+
+    /// Collects and encodes one sample.
+    pub fn sample_text(&mut self) -> Vec<u8> {
+        let node = self.config.node_name.clone();
+        self.collect_once().encode_text(&node)
+    }
+
+    /// Runs the loop on the current thread until `stop` returns true, publishing into `shared`.
+    /// Ticks are aligned to a fixed schedule so a slow cycle does not shift later ones.
+    pub fn run(mut self, shared: Shared, stop: impl Fn() -> bool) {
+        let interval = self.config.interval;
+        let mut next = Instant::now();
+        while !stop() {
+            let text = self.sample_text();
+            {
+                let mut p = shared.write().unwrap_or_else(|e| e.into_inner());
+                p.text = Arc::new(text);
+                p.cycles = self.cycles;
+            }
+            next += interval;
+            let now = Instant::now();
+            if next <= now {
+                // Overran: skip missed ticks instead of bursting to catch up.
+                while next <= now {
+                    next += interval;
+                }
+            }
+            // Sleep in short slices so shutdown is prompt.
+            while !stop() {
+                let now = Instant::now();
+                if now >= next {
+                    break;
+                }
+                std::thread::sleep((next - now).min(Duration::from_millis(100)));
+            }
+        }
+    }
+}

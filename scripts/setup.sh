@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what GreenPipe needs on a fresh Debian 12 machine (as root), skipping what is there.
+# Idempotent: safe to run before every build and test.
+set -euo pipefail
+
+packages=(
+  clang llvm libbpf-dev bpftool   # BPF programs: compile with clang, inspect with bpftool
+  prometheus                      # private Prometheus for quick start and tests (+ promtool)
+  prometheus-node-exporter        # the overhead baseline in benches
+  victoria-metrics                # second remote-write receiver in tests
+  stress-ng                       # real load in tests and benches
+  iproute2 procps curl jq python3 python3-venv
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: missing packages ${missing[*]}; run as root or install them" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Debian's packages start their own services where systemd runs; ours use private instances on
+# their own ports, so stop the system ones to keep the machine quiet (ignore failure: no systemd).
+for svc in prometheus prometheus-node-exporter victoria-metrics; do
+  systemctl stop "$svc" >/dev/null 2>&1 || true
+done
+command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust stable)" >&2; exit 1; }

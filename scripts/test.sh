@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's second command: installs what is missing, then runs every check and test.
+# Tests need root (cgroups, eBPF); they start their own Prometheus and exporters on loopback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+export GREENPIPE_BUILD_BPF=1   # build the real BPF objects, never the editor stubs
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+# Two cores: run test binaries one at a time so timing-sensitive kernel tests are not starved.
+cargo test --workspace --locked -- --test-threads=2
