@@ -8,6 +8,7 @@
 
 pub mod collector;
 pub mod config;
+pub mod container_id;
 pub mod http;
 pub mod metrics;
 pub mod paths;
