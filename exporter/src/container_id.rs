@@ -93,7 +93,8 @@ mod tests {
 
     #[test]
     fn runtime_driver_version_table() {
-        let cases: Vec<(&str, String, Option<(&str, &str)>)> = vec![
+        type Case = (&'static str, String, Option<(&'static str, &'static str)>);
+        let cases: Vec<Case> = vec![
             // containerd, systemd driver, cgroup v2 (and v1 under a controller: same path)
             ("containerd/systemd/burstable", format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/cri-containerd-{ID}.scope"), Some((ID, UID))),
             ("containerd/systemd/besteffort", format!("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/cri-containerd-{ID}.scope"), Some((ID, UID))),
