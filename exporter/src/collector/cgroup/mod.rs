@@ -24,8 +24,8 @@
 //! `system` (see [`remainder`]): CPU from `/proc/stat` busy time (all modes but idle and iowait),
 //! disk from the same whole disks in `/proc/diskstats`, both as counters advancing by what
 //! containers do not explain; memory = (`MemTotal - MemFree`) - Σ container memory (a cgroup's
-//! memory includes its page cache, so the node side does too); processes = processes in `/proc`
-//! - Σ container processes. No `system` network series: traffic of the host namespace cannot be
+//! memory includes its page cache, so the node side does too); processes = processes in
+//! `/proc` minus Σ container processes. No `system` network series: traffic of the host namespace cannot be
 //! split from container traffic forwarded through it without packet-level accounting.
 
 pub mod layout;
