@@ -143,8 +143,10 @@ impl Collector for ProcessCollector {
             });
         }
         std::mem::swap(&mut self.previous, &mut self.current);
-        self.candidates
-            .sort_unstable_by(|a, b| b.delta.cmp(&a.delta).then(a.pid.cmp(&b.pid)));
+        self.candidates.sort_unstable_by(|a, b| {
+            // Recent CPU first; on a tie (e.g. all idle), lifetime CPU, then pid: stable.
+            (b.delta, b.cpu_ticks, a.pid).cmp(&(a.delta, a.cpu_ticks, b.pid))
+        });
         self.candidates.truncate(self.top_n);
         for c in &self.candidates {
             path.push(c.pid.to_string());

@@ -248,10 +248,11 @@ impl CgroupCollector {
                     t.proc_dirs.push(dir.clone());
                 }
             }
-            // A cgroupfs directory's link count is 2 + its subdirectories: skip listing leaves.
+            // A cgroupfs (and ext4, tmpfs) directory's link count is 2 + its subdirectories: skip
+            // listing leaves. Some filesystems (btrfs) always say 1; those are listed.
             if std::fs::metadata(&dir).is_ok_and(|m| {
                 use std::os::unix::fs::MetadataExt;
-                m.nlink() <= 2
+                m.nlink() == 2
             }) {
                 continue;
             }
