@@ -29,7 +29,11 @@ pub fn v1_roots() -> Vec<PathBuf> {
 
 /// A 64-hex container id unique to this process and `index`.
 pub fn container_id(index: u32) -> String {
-    format!("{:08x}{:056x}", std::process::id(), index as u64 + 0x9e37_79b9)
+    format!(
+        "{:08x}{:056x}",
+        std::process::id(),
+        index as u64 + 0x9e37_79b9
+    )
 }
 
 /// A parent cgroup in one or more hierarchies holding container-shaped children.

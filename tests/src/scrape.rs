@@ -51,7 +51,8 @@ mod tests {
 
     #[test]
     fn picks_by_name_and_labels() {
-        let text = "# TYPE a counter\na{node=\"n\",mode=\"user\"} 1.5\na{node=\"n\",mode=\"idle\"} 2\n\
+        let text =
+            "# TYPE a counter\na{node=\"n\",mode=\"user\"} 1.5\na{node=\"n\",mode=\"idle\"} 2\n\
                     ab{node=\"n\"} 9\nb 3\n";
         assert_eq!(sample(text, "a", &[("mode", "user")]), Some(1.5));
         assert_eq!(samples(text, "a", &[]), vec![1.5, 2.0]);

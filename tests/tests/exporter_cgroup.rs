@@ -49,7 +49,11 @@ impl Scraper {
 }
 
 fn container_cpu(text: &str, id: &str) -> Option<f64> {
-    sample(text, container::CPU_SECONDS_TOTAL, &[(label::CONTAINER_ID, id)])
+    sample(
+        text,
+        container::CPU_SECONDS_TOTAL,
+        &[(label::CONTAINER_ID, id)],
+    )
 }
 
 fn node_busy(text: &str) -> f64 {
@@ -65,8 +69,11 @@ fn container_cpu_tracks_cpu_stat_and_is_not_system() {
         eprintln!("skipping: this kernel mounts no cgroup v2 hierarchy");
         return;
     };
-    let mut cg = TestCgroup::create(vec![root], &format!("greenpipe-test-{}", std::process::id()))
-        .expect("creating the test cgroup (tests run as root)");
+    let mut cg = TestCgroup::create(
+        vec![root],
+        &format!("greenpipe-test-{}", std::process::id()),
+    )
+    .expect("creating the test cgroup (tests run as root)");
     let id = container_id(0);
     let rel = cg.add_container(&id).unwrap();
     let dir = cg.dir(&rel);
@@ -74,7 +81,12 @@ fn container_cpu_tracks_cpu_stat_and_is_not_system() {
     let port = free_port();
     let child = Command::new(workspace_binary("greenpipe-exporter"))
         .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
-        .args(["--node-name", "cgroup-test", "--collection.interval", "500ms"])
+        .args([
+            "--node-name",
+            "cgroup-test",
+            "--collection.interval",
+            "500ms",
+        ])
         .stderr(Stdio::null())
         .spawn()
         .expect("starting the exporter");
@@ -115,7 +127,10 @@ fn container_cpu_tracks_cpu_stat_and_is_not_system() {
     );
 
     let status = stress.wait_exit(Duration::from_secs(20));
-    assert!(status.is_some_and(|s| s.success()), "stress-ng failed: {status:?}");
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "stress-ng failed: {status:?}"
+    );
     let after = scraper.fresh();
     let kernel = usage_seconds(&dir);
     let exported = container_cpu(&after, &id).unwrap();
