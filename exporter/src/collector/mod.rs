@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::metrics::MetricSet;
 
 pub mod cpu;
+pub mod meter;
 
 /// Why a collector produced nothing.
 #[derive(Debug)]
@@ -79,7 +80,7 @@ impl fmt::Debug for Spec {
 }
 
 /// Every collector, in the order they run. Adding one = one module + one line here.
-pub const REGISTRY: &[Spec] = &[cpu::SPEC];
+pub const REGISTRY: &[Spec] = &[cpu::SPEC, meter::SPEC];
 
 /// Looks up a registry entry by name.
 pub fn spec(name: &str) -> Option<&'static Spec> {
