@@ -23,6 +23,7 @@ pub mod hwmon;
 pub mod rapl;
 pub mod shelly;
 pub mod tasmota;
+pub mod um_emulator;
 pub mod usb_um;
 pub mod worker;
 
