@@ -11,6 +11,7 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -64,31 +65,35 @@ impl std::fmt::Debug for Emulator {
 }
 
 fn open_pty() -> std::io::Result<(OwnedFd, OwnedFd, PathBuf)> {
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty writes two fds into the out-pointers; name, termios and winsize may be
-    // null.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
+    let last = std::io::Error::last_os_error;
+    // O_CLOEXEC on both ends: a child process (the exporter under test, Prometheus) must not
+    // inherit the master, or closing it here would not hang up the line.
+    // SAFETY: plain syscalls on an fd we own; ptsname_r gets the buffer's real length.
+    let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) };
+    if master < 0 {
+        return Err(last());
     }
-    // SAFETY: both fds were just returned by openpty and are owned by nobody else.
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    // SAFETY: the fd was just returned by posix_openpt and is owned by nobody else.
+    let master = unsafe { OwnedFd::from_raw_fd(master) };
     let mut name = [0u8; 128];
-    // SAFETY: the buffer is writable for its whole length, which is passed.
-    let rc = unsafe { libc::ttyname_r(slave.as_raw_fd(), name.as_mut_ptr().cast(), name.len()) };
-    if rc != 0 {
-        return Err(std::io::Error::from_raw_os_error(rc));
+    // SAFETY: as above; the buffer is writable for its whole length, which is passed.
+    unsafe {
+        if libc::grantpt(master.as_raw_fd()) != 0 || libc::unlockpt(master.as_raw_fd()) != 0 {
+            return Err(last());
+        }
+        let rc = libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr().cast(), name.len());
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
     }
     let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
     let path = PathBuf::from(String::from_utf8_lossy(&name[..end]).into_owned());
+    let slave = File::options()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(&path)?;
+    let slave = OwnedFd::from(slave);
     // Raw mode: the frame's bytes must not be translated by the line discipline.
     // SAFETY: termios is plain data filled by tcgetattr before use.
     unsafe {
