@@ -6,8 +6,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use greenpipe_common::names::{label, meter as names};
-use greenpipe_exporter::config::Config;
+use greenpipe_common::names::meter as names;
 use greenpipe_exporter::meter::shelly::ShellyMeter;
 use greenpipe_exporter::meter::tasmota::TasmotaMeter;
 use greenpipe_exporter::meter::{Meter, Reason};
@@ -95,48 +94,22 @@ fn answer(conn: TcpStream, reply: &Mutex<Reply>, paths: &Mutex<Vec<String>>) {
     }
 }
 
+mod support;
+use support::{errors, value};
+
 const INTERVAL: Duration = Duration::from_millis(300);
 
 fn sampler(meters: &[String]) -> Sampler {
-    let mut c = Config::for_paths(Paths::default(), "pi-1");
-    c.collectors = vec!["meter"];
-    c.interval = INTERVAL;
-    c.meter_timeout = Duration::from_millis(200);
-    c.meters = meters.iter().map(|m| m.parse().unwrap()).collect();
-    Sampler::new(c).unwrap()
-}
-
-fn value(set: &MetricSet, name: &str, meter: &str) -> Option<f64> {
-    set.family(name)?
-        .series
-        .iter()
-        .find(|s| s.labels.contains(&(label::METER, meter.to_string())))
-        .map(|s| s.value)
-}
-
-fn errors(set: &MetricSet, meter: &str, reason: Reason) -> f64 {
-    set.family(names::READ_ERRORS_TOTAL)
-        .unwrap()
-        .series
-        .iter()
-        .find(|s| {
-            s.labels.contains(&(label::METER, meter.to_string()))
-                && s.labels
-                    .contains(&(label::REASON, reason.as_str().to_string()))
-        })
-        .map(|s| s.value)
-        .unwrap_or(0.0)
+    support::sampler(
+        Paths::default(),
+        meters,
+        INTERVAL,
+        Duration::from_millis(200),
+    )
 }
 
 fn tick_until(s: &mut Sampler, what: &str, done: impl Fn(&MetricSet) -> bool) -> MetricSet {
-    for _ in 0..150 {
-        let set = s.collect_once();
-        if done(&set) {
-            return set;
-        }
-        std::thread::sleep(INTERVAL);
-    }
-    panic!("never reached: {what}");
+    support::tick_until(s, INTERVAL, what, done)
 }
 
 /// Checks the fault handling both plug kinds share: HTTP 500, a body that is no JSON, and a

@@ -6,10 +6,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use greenpipe_common::names::{exporter, label, meter as names};
-use greenpipe_exporter::config::Config;
-use greenpipe_exporter::metrics::MetricSet;
 use greenpipe_exporter::paths::Paths;
 use greenpipe_exporter::sampler::Sampler;
+
+mod support;
+use support::value;
 
 const INTERVAL: Duration = Duration::from_millis(200);
 
@@ -24,20 +25,8 @@ fn sampler(sysfs: &Path, meters: &[&str]) -> Sampler {
         sysfs: sysfs.to_path_buf(),
         ..Paths::default()
     };
-    let mut c = Config::for_paths(paths, "pi-1");
-    c.collectors = vec!["meter"];
-    c.interval = INTERVAL;
-    c.meter_timeout = Duration::from_millis(100);
-    c.meters = meters.iter().map(|m| m.parse().unwrap()).collect();
-    Sampler::new(c).unwrap()
-}
-
-fn value(set: &MetricSet, name: &str, meter: &str) -> Option<f64> {
-    set.family(name)?
-        .series
-        .iter()
-        .find(|s| s.labels.contains(&(label::METER, meter.to_string())))
-        .map(|s| s.value)
+    let meters: Vec<String> = meters.iter().map(|m| m.to_string()).collect();
+    support::sampler(paths, &meters, INTERVAL, Duration::from_millis(100))
 }
 
 #[test]

@@ -4,8 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use greenpipe_common::names::{label, meter as names};
-use greenpipe_exporter::config::Config;
+use greenpipe_common::names::meter as names;
 use greenpipe_exporter::meter::um_emulator::{Answer, Emulator};
 use greenpipe_exporter::meter::usb_um::{DataGroup, Frame, Model, UsbUmMeter};
 use greenpipe_exporter::meter::{Meter, Reason};
@@ -13,54 +12,22 @@ use greenpipe_exporter::metrics::MetricSet;
 use greenpipe_exporter::paths::Paths;
 use greenpipe_exporter::sampler::Sampler;
 
+mod support;
+use support::{errors, value};
+
 const INTERVAL: Duration = Duration::from_millis(400);
 
 fn sampler(meters: &[String]) -> Sampler {
-    let mut c = Config::for_paths(Paths::default(), "pi-1");
-    c.collectors = vec!["meter"];
-    c.interval = INTERVAL;
-    c.meter_timeout = Duration::from_millis(250);
-    c.meters = meters.iter().map(|m| m.parse().unwrap()).collect();
-    Sampler::new(c).unwrap()
+    support::sampler(
+        Paths::default(),
+        meters,
+        INTERVAL,
+        Duration::from_millis(250),
+    )
 }
 
-fn value(set: &MetricSet, name: &str, meter: &str) -> Option<f64> {
-    set.family(name)?
-        .series
-        .iter()
-        .find(|s| {
-            s.labels
-                .iter()
-                .any(|(k, v)| *k == label::METER && v == meter)
-        })
-        .map(|s| s.value)
-}
-
-fn errors(set: &MetricSet, meter: &str, reason: Reason) -> f64 {
-    set.family(names::READ_ERRORS_TOTAL)
-        .unwrap()
-        .series
-        .iter()
-        .find(|s| {
-            s.labels.contains(&(label::METER, meter.to_string()))
-                && s.labels
-                    .contains(&(label::REASON, reason.as_str().to_string()))
-        })
-        .map(|s| s.value)
-        .unwrap_or_else(|| panic!("no {reason:?} error series for {meter}"))
-}
-
-/// Runs ticks on the sampler's schedule until `done` holds (a meter that backs off after a
-/// failure needs a few ticks to be tried again).
 fn tick_until(s: &mut Sampler, what: &str, done: impl Fn(&MetricSet) -> bool) -> MetricSet {
-    for _ in 0..150 {
-        let set = s.collect_once();
-        if done(&set) {
-            return set;
-        }
-        std::thread::sleep(INTERVAL);
-    }
-    panic!("never reached: {what}");
+    support::tick_until(s, INTERVAL, what, done)
 }
 
 fn um25c_frame() -> Frame {
