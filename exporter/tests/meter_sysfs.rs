@@ -171,3 +171,38 @@ fn auto_on_a_host_without_meters_is_unavailable_not_fatal() {
     );
     assert!(set.family(names::UP).is_none());
 }
+
+#[test]
+fn meters_subcommand_lists_what_is_found_and_why_not() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    write(r, "class/hwmon/hwmon0/name", "ina260\n");
+    write(r, "class/hwmon/hwmon0/power1_input", "2500000\n");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_greenpipe-exporter"))
+        .args(["--node-name", "n", "meters", "--path.sysfs"])
+        .arg(r)
+        .args(["--meter", "hwmon:ina260", "--meter", "rapl:auto"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("hwmon    found: --meter hwmon:auto  (hwmon0-ina260-power1)"),
+        "{text}"
+    );
+    assert!(text.contains("rapl     unavailable:"), "{text}");
+    assert!(text.contains("um25c    unavailable:"), "{text}");
+    assert!(
+        text.contains("shelly   unavailable: network plugs are not discovered"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hwmon:ina260: meter=\"hwmon0-ina260-power1\" reads 2.5 W"),
+        "{text}"
+    );
+    assert!(text.contains("rapl:auto: unavailable:"), "{text}");
+}
