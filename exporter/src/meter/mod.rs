@@ -339,11 +339,9 @@ impl ReadError {
 /// One channel of a meter. `read` is called from the channel's own thread and must return
 /// within the timeout it was built with.
 pub trait Meter: Send {
-    /// Reads the channel once.
+    /// Reads the channel once. A meter with a connection (serial port) drops it itself after
+    /// a link error, so the next read reopens it.
     fn read(&mut self) -> Result<Reading, ReadError>;
-
-    /// Drops any open connection after a failure, so the next read reopens it.
-    fn disconnect(&mut self) {}
 }
 
 /// A channel ready to run: its label value, kind and reader.
