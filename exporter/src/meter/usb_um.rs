@@ -606,6 +606,45 @@ mod tests {
         assert_eq!(decode(&encode(&f), None).unwrap().voltage_volts, 5.12);
     }
 
+    /// A frame written byte by byte from the documented offsets, not with [`encode`], so an
+    /// offset that both directions got wrong would show here.
+    #[test]
+    fn decodes_a_frame_laid_out_by_hand() {
+        let mut b = [0u8; FRAME_LEN];
+        b[0..2].copy_from_slice(&[0x09, 0xc9]); // UM25C
+        b[2..4].copy_from_slice(&[0x13, 0xe3]); // 5091 mV
+        b[4..6].copy_from_slice(&[0x1a, 0x0b]); // 6667 x 0.1 mA
+        b[6..10].copy_from_slice(&[0x00, 0x00, 0x0d, 0x43]); // 3395 mW
+        b[10..12].copy_from_slice(&[0x00, 0x1c]); // 28 °C
+        b[12..14].copy_from_slice(&[0x00, 0x52]); // 82 °F
+        b[14..16].copy_from_slice(&[0x00, 0x03]); // group 3
+        b[40..44].copy_from_slice(&[0x00, 0x00, 0x01, 0x00]); // group 3: 256 mAh
+        b[44..48].copy_from_slice(&[0x00, 0x00, 0x05, 0x00]); // group 3: 1280 mWh
+        b[96..98].copy_from_slice(&[0x00, 0x3c]); // D+ 0.60 V
+        b[98..100].copy_from_slice(&[0x00, 0x3a]); // D- 0.58 V
+        b[122..126].copy_from_slice(&[0x00, 0x00, 0x01, 0xfc]); // 50.8 Ω
+        b[128..130].copy_from_slice(&[0xff, 0xf1]);
+        let f = decode(&b, Some(Model::Um25c)).unwrap();
+        assert_eq!(f.voltage_volts, 5.091);
+        assert_eq!(f.current_amperes, 0.6667);
+        assert_eq!(f.power_watts, 3.395);
+        assert_eq!(
+            (f.temperature_celsius, f.temperature_fahrenheit),
+            (28.0, 82.0)
+        );
+        assert_eq!(f.selected_group, 3);
+        assert_eq!(
+            f.groups[3],
+            DataGroup {
+                milliamp_hours: 256,
+                milliwatt_hours: 1280
+            }
+        );
+        assert_eq!((f.data_plus_volts, f.data_minus_volts), (0.6, 0.58));
+        assert_eq!(f.load_ohms, 50.8);
+        assert_eq!(f.reading().energy.unwrap().joules, 1280.0 * 3.6);
+    }
+
     #[test]
     fn model_scaling_differs_on_the_same_raw_bytes() {
         // Raw voltage 5000 and current 7000: UM24C/UM34C read 50.00 V/7 A, UM25C 5.000 V/0.7 A.
