@@ -47,11 +47,11 @@ pub fn errors(set: &MetricSet, meter: &str, reason: Reason) -> f64 {
         .unwrap_or_else(|| panic!("no {reason:?} error series for {meter}"))
 }
 
-/// Runs ticks `interval` apart until `done` holds (a meter that backs off after a failure
+/// Runs ticks `pause` apart until `done` holds (a meter that backs off after a failure
 /// needs a few ticks before it is tried again); panics after 150 ticks.
 pub fn tick_until(
     s: &mut Sampler,
-    interval: Duration,
+    pause: Duration,
     what: &str,
     done: impl Fn(&MetricSet) -> bool,
 ) -> MetricSet {
@@ -60,7 +60,7 @@ pub fn tick_until(
         if done(&set) {
             return set;
         }
-        std::thread::sleep(interval);
+        std::thread::sleep(pause);
     }
     panic!("never reached: {what}");
 }
