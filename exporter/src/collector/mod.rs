@@ -11,6 +11,8 @@ use crate::config::Config;
 use crate::metrics::MetricSet;
 
 pub mod cpu;
+pub mod ebpf;
+pub mod perf;
 
 /// Why a collector produced nothing.
 #[derive(Debug)]
@@ -79,7 +81,7 @@ impl fmt::Debug for Spec {
 }
 
 /// Every collector, in the order they run. Adding one = one module + one line here.
-pub const REGISTRY: &[Spec] = &[cpu::SPEC];
+pub const REGISTRY: &[Spec] = &[cpu::SPEC, ebpf::SPEC, perf::SPEC];
 
 /// Looks up a registry entry by name.
 pub fn spec(name: &str) -> Option<&'static Spec> {

@@ -1,0 +1,28 @@
+/* Map layouts shared by the BPF programs and the exporter.
+ * Keep in sync with exporter/src/bpf/abi.rs (a size test there guards the layout). */
+#ifndef GREENPIPE_H
+#define GREENPIPE_H
+
+/* Bound of the per-cgroup map. LRU: under a storm of short-lived cgroups the least recently
+ * updated entry is evicted, never an allocation failure; the exporter also deletes removed
+ * cgroups each cycle, so in practice the map holds the live cgroups only. */
+#define GREENPIPE_MAX_CGROUPS 10240
+
+/* Per-CPU counters of one cgroup v2 (key: cgroup id = inode number of its directory). */
+struct cgroup_counters {
+	__u64 cpu_ns;               /* on-CPU time of finished slices */
+	__u64 page_cache_hits;      /* pages read() found in the page cache */
+	__u64 page_cache_additions; /* pages added to the page cache (misses filled, new pages) */
+	__u64 disk_read_bytes;      /* bios queued to request-based (bottom) devices */
+	__u64 disk_write_bytes;
+	__u64 net_tx_bytes;         /* inet socket payload sent */
+	__u64 net_rx_bytes;         /* inet socket payload received */
+};
+
+/* The slice running on one CPU: who and since when (bpf_ktime_get_ns, CLOCK_MONOTONIC). */
+struct running_slice {
+	__u64 start_ns;
+	__u64 cgroup_id; /* 0 = idle task */
+};
+
+#endif
