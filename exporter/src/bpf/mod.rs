@@ -108,8 +108,12 @@ fn chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
+        let part = s.to_string();
+        // aya's messages often embed their source already.
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
         source = s.source();
     }
     text
@@ -122,8 +126,11 @@ impl Accounting {
             return Err(LoadError::StubObject);
         }
         let btf = Btf::from_sys_fs().map_err(|e| LoadError::NoBtf(chain(&e)))?;
+        // The task-storage map of the page-cache program has no typed wrapper in aya 0.14; the
+        // kernel creates it all the same and only the BPF side uses it.
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
+            .allow_unsupported_maps()
             .load(object)
             .map_err(|e| LoadError::Object(chain(&e)))?;
         let mut programs = BTreeMap::new();
