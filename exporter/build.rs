@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Every BPF object, by source stem (`bpf/<stem>.bpf.c` → `$OUT_DIR/<stem>.bpf.o`).
-/// Keep in sync with `exporter/src/bpf/mod.rs` (one `const` per object).
-const BPF_OBJECTS: &[&str] = &["accounting"];
+/// Keep in sync with `exporter/src/bpf/mod.rs` (one `static` per object the exporter loads;
+/// `verifier_reject` is a fixture of `exporter/tests/bpf_fallback.rs`).
+const BPF_OBJECTS: &[&str] = &["accounting", "verifier_reject"];
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));

@@ -60,18 +60,27 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
     }))
 }
 
-/// The head of the message and the verifier's last line (where it says what it rejected).
-fn short_reason(err: &LoadError) -> String {
+/// The head of the message and the verifier's verdict: the last line of its log before the
+/// statistics it appends (`verification time`, `stack depth`, `processed N insns`).
+pub fn short_reason(err: &LoadError) -> String {
     let text = err.to_string();
-    let lines: Vec<&str> = text
+    let (head, log) = match text.split_once("Verifier output:") {
+        Some((head, log)) => (head.trim().trim_end_matches('.'), log),
+        None => (text.lines().next().unwrap_or_default(), ""),
+    };
+    let is_stats = |l: &str| {
+        l.starts_with("verification time")
+            || l.starts_with("stack depth")
+            || l.starts_with("processed ")
+    };
+    let verdict = log
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let mut reason = match lines.as_slice() {
-        [] => String::new(),
-        [only] => only.to_string(),
-        [first, .., last] => format!("{first} … {last}"),
+        .filter(|l| !l.is_empty() && !is_stats(l))
+        .next_back();
+    let mut reason = match verdict {
+        Some(v) => format!("{head}: verifier: {v}"),
+        None => head.to_string(),
     };
     if reason.len() > REASON_MAX {
         let mut cut = REASON_MAX;
@@ -406,13 +415,17 @@ mod tests {
             program: "on_sched_switch",
             tracepoint: "sched_switch",
             message: format!(
-                "load failed. Verifier output: 0: R1=ctx\n{}\ninvalid mem access 'scalar'\n",
+                "load failed. Verifier output: 0: R1=ctx\n{}\nR6 invalid mem access 'scalar'\n\
+                 verification time 267 usec\nstack depth 8\nprocessed 9 insns (limit 1000000)\n",
                 "x".repeat(1000)
             ),
         };
         let r = short_reason(&err);
-        assert!(r.starts_with("program on_sched_switch"), "{r}");
-        assert!(r.ends_with("invalid mem access 'scalar'"), "{r}");
-        assert!(r.len() <= REASON_MAX);
+        assert_eq!(
+            r,
+            "program on_sched_switch (sched_switch): load failed: verifier: R6 invalid mem access 'scalar'"
+        );
+        let long = LoadError::Object("y".repeat(1000));
+        assert!(short_reason(&long).len() <= REASON_MAX);
     }
 }
