@@ -25,7 +25,7 @@ fn cpu_time_matches_the_kernels_cpu_stat_within_3_percent() {
     require_root();
     let cg = TestCgroup::new();
     let mut collector = build(&ebpf::SPEC);
-    let _stress = cg.spawn("exec stress-ng --cpu 1 --timeout 60s --quiet");
+    let mut stress = cg.spawn("exec stress-ng --cpu 1 --timeout 60s --quiet");
     // Let the worker start and settle in the cgroup.
     std::thread::sleep(Duration::from_secs(1));
     let first = collect(collector.as_mut());
@@ -33,6 +33,8 @@ fn cpu_time_matches_the_kernels_cpu_stat_within_3_percent() {
     std::thread::sleep(Duration::from_secs(4));
     let second = collect(collector.as_mut());
     let usage1 = cg.usage_usec();
+    stress.kill().unwrap();
+    stress.wait().unwrap();
     let name = container::CPU_SECONDS_TOTAL;
     let bpf = value(&second, name, &labels(&cg, &[])).expect("cpu series")
         - value(&first, name, &labels(&cg, &[])).expect("cpu series");

@@ -76,8 +76,7 @@ pub fn short_reason(err: &LoadError) -> String {
     let verdict = log
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !is_stats(l))
-        .next_back();
+        .rfind(|l| !l.is_empty() && !is_stats(l));
     let mut reason = match verdict {
         Some(v) => format!("{head}: verifier: {v}"),
         None => head.to_string(),
