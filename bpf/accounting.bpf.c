@@ -50,8 +50,8 @@ static __always_inline struct cgroup_counters *current_counters(void)
 }
 
 /* Switch-out closes the slice of the CPU's running task; switch-in opens the next one. The
- * open slice stays readable in `running`, so the exporter adds time not yet switched out and a
- * task that never leaves the CPU still shows smooth usage. */
+ * open slice and the not-yet-flushed finished ones stay readable in `running`, so the exporter
+ * adds them at read time and a task that never leaves the CPU still shows smooth usage. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -61,13 +61,22 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	if (slice->cgroup_id && slice->start_ns) {
-		struct cgroup_counters *c = counters_of(slice->cgroup_id);
-		if (c)
-			c->cpu_ns += now - slice->start_ns;
+		if (slice->cgroup_id != slice->pending_cgroup) {
+			if (slice->pending_ns) {
+				struct cgroup_counters *c = counters_of(slice->pending_cgroup);
+				if (c)
+					c->cpu_ns += slice->pending_ns;
+			}
+			slice->pending_cgroup = slice->cgroup_id;
+			slice->pending_ns = 0;
+		}
+		slice->pending_ns += now - slice->start_ns;
 	}
 	slice->start_ns = now;
-	/* pid 0 is this CPU's idle task: idle time belongs to no cgroup. */
-	slice->cgroup_id = next->pid ? BPF_CORE_READ(next, cgroups, dfl_cgrp, kn, id) : 0;
+	/* pid 0 is this CPU's idle task: idle time belongs to no cgroup. The pointer walk is
+	 * plain loads on BTF pointers (tp_btf), not four bpf_probe_read_kernel calls: this is the
+	 * hottest path of the exporter. */
+	slice->cgroup_id = next->pid ? next->cgroups->dfl_cgrp->kn->id : 0;
 	return 0;
 }
 

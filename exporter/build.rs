@@ -16,8 +16,9 @@ use std::process::Command;
 
 /// Every BPF object, by source stem (`bpf/<stem>.bpf.c` → `$OUT_DIR/<stem>.bpf.o`).
 /// Keep in sync with `exporter/src/bpf/mod.rs` (one `static` per object the exporter loads;
-/// `verifier_reject` is a fixture of `exporter/tests/bpf_fallback.rs`).
-const BPF_OBJECTS: &[&str] = &["accounting", "verifier_reject"];
+/// `verifier_reject` is a fixture of `exporter/tests/bpf_fallback.rs`, `bench_floor` of
+/// `exporter/benches/ebpf_overhead.rs`).
+const BPF_OBJECTS: &[&str] = &["accounting", "verifier_reject", "bench_floor"];
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));

@@ -19,10 +19,15 @@ struct cgroup_counters {
 	__u64 net_rx_bytes;         /* inet socket payload received */
 };
 
-/* The slice running on one CPU: who and since when (bpf_ktime_get_ns, CLOCK_MONOTONIC). */
+/* Per-CPU scheduling state. The slice running now: who and since when (bpf_ktime_get_ns,
+ * CLOCK_MONOTONIC). Finished slices of consecutive runs of one cgroup are summed here and
+ * only added to cgroup_counters when another cgroup runs on this CPU: most switches (a
+ * cgroup's threads ping-ponging, a task and the idle task) then touch no hash map at all. */
 struct running_slice {
 	__u64 start_ns;
-	__u64 cgroup_id; /* 0 = idle task */
+	__u64 cgroup_id;      /* 0 = idle task */
+	__u64 pending_cgroup; /* whose finished slices pending_ns holds */
+	__u64 pending_ns;
 };
 
 #endif

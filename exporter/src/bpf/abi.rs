@@ -23,7 +23,8 @@ pub struct CgroupCounters {
 // SAFETY: repr(C), only u64 fields, no padding; any bit pattern is valid.
 unsafe impl aya::Pod for CgroupCounters {}
 
-/// The slice running on one CPU (`struct running_slice`).
+/// Per-CPU scheduling state (`struct running_slice`): the open slice, and finished slices not
+/// yet added to the cgroup's counters.
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RunningSlice {
@@ -31,6 +32,10 @@ pub struct RunningSlice {
     pub start_ns: u64,
     /// cgroup v2 id of the running task; 0 for the idle task.
     pub cgroup_id: u64,
+    /// cgroup whose finished slices `pending_ns` holds.
+    pub pending_cgroup: u64,
+    /// Finished on-CPU nanoseconds of `pending_cgroup` not yet in its counters.
+    pub pending_ns: u64,
 }
 
 // SAFETY: repr(C), only u64 fields, no padding; any bit pattern is valid.
@@ -112,8 +117,11 @@ mod tests {
             ]
         );
         assert_eq!(std::mem::size_of::<CgroupCounters>(), 7 * 8);
-        assert_eq!(c_fields(header, "running_slice"), ["start_ns", "cgroup_id"]);
-        assert_eq!(std::mem::size_of::<RunningSlice>(), 16);
+        assert_eq!(
+            c_fields(header, "running_slice"),
+            ["start_ns", "cgroup_id", "pending_cgroup", "pending_ns"]
+        );
+        assert_eq!(std::mem::size_of::<RunningSlice>(), 32);
     }
 
     #[test]

@@ -165,12 +165,16 @@ impl Ledger {
     }
 }
 
-/// Nanoseconds each cgroup has been running on some CPU without switching out, at `now_ns`.
+/// On-CPU nanoseconds of each cgroup not yet in the counters map at `now_ns`: slices still
+/// running, and finished slices the BPF side holds per CPU until another cgroup runs there.
 pub fn running_ns(slices: &[RunningSlice], now_ns: u64) -> HashMap<u64, u64> {
-    let mut out = HashMap::new();
+    let mut out: HashMap<u64, u64> = HashMap::new();
     for s in slices {
         if s.cgroup_id != 0 && s.start_ns != 0 && now_ns > s.start_ns {
             *out.entry(s.cgroup_id).or_default() += now_ns - s.start_ns;
+        }
+        if s.pending_cgroup != 0 && s.pending_ns != 0 {
+            *out.entry(s.pending_cgroup).or_default() += s.pending_ns;
         }
     }
     out
@@ -383,29 +387,26 @@ mod tests {
     }
 
     #[test]
-    fn running_time_per_cgroup_skips_idle_and_future_slices() {
+    fn running_time_per_cgroup_adds_pending_and_skips_idle_and_future_slices() {
+        let slice = |start_ns, cgroup_id, pending_cgroup, pending_ns| RunningSlice {
+            start_ns,
+            cgroup_id,
+            pending_cgroup,
+            pending_ns,
+        };
         let slices = [
-            RunningSlice {
-                start_ns: 100,
-                cgroup_id: 7,
-            },
-            RunningSlice {
-                start_ns: 50,
-                cgroup_id: 7,
-            },
-            RunningSlice {
-                start_ns: 10,
-                cgroup_id: 0,
-            },
-            RunningSlice {
-                start_ns: 300,
-                cgroup_id: 8,
-            },
+            slice(100, 7, 0, 0),
+            slice(50, 7, 9, 40),
+            // Idle now, with 5 ns of cgroup 7 finished but not flushed.
+            slice(10, 0, 7, 5),
+            // Switched in after the clock read.
+            slice(300, 8, 0, 0),
         ];
         let r = running_ns(&slices, 200);
-        assert_eq!(r.get(&7), Some(&250));
+        assert_eq!(r.get(&7), Some(&255));
+        assert_eq!(r.get(&9), Some(&40));
         assert_eq!(r.get(&8), None);
-        assert_eq!(r.len(), 1);
+        assert_eq!(r.len(), 2);
     }
 
     #[test]
