@@ -27,6 +27,8 @@ fn main() {
     println!("cargo:rerun-if-env-changed=GREENPIPE_BUILD_BPF");
     println!("cargo:rerun-if-env-changed=GREENPIPE_VMLINUX_H");
     println!("cargo:rerun-if-env-changed=CLANG");
+    println!("cargo:rerun-if-env-changed=BPFTOOL");
+    println!("cargo:rerun-if-env-changed=LLVM_STRIP");
     println!(
         "cargo:rerun-if-changed={}",
         bpf_dir.join("include").display()
@@ -69,13 +71,28 @@ fn vmlinux_header(out: &Path) -> Result<(), String> {
         ));
     }
     println!("cargo:rerun-if-changed={}", btf.display());
-    let bpftool = env::var("BPFTOOL").unwrap_or_else(|_| "bpftool".into());
-    let output = Command::new(&bpftool)
-        .args(["btf", "dump", "file"])
-        .arg(btf)
-        .args(["format", "c"])
-        .output()
-        .map_err(|e| format!("running {bpftool}: {e}"))?;
+    // Debian installs bpftool in /usr/sbin, which a non-login shell's PATH may lack.
+    let candidates = match env::var("BPFTOOL") {
+        Ok(given) => vec![given],
+        Err(_) => vec!["bpftool".to_string(), "/usr/sbin/bpftool".to_string()],
+    };
+    let mut last_error = String::new();
+    let mut found = None;
+    for bpftool in &candidates {
+        match Command::new(bpftool)
+            .args(["btf", "dump", "file"])
+            .arg(btf)
+            .args(["format", "c"])
+            .output()
+        {
+            Ok(output) => {
+                found = Some((bpftool.clone(), output));
+                break;
+            }
+            Err(e) => last_error = format!("running {bpftool}: {e}"),
+        }
+    }
+    let (bpftool, output) = found.ok_or(last_error)?;
     if !output.status.success() {
         return Err(format!(
             "{bpftool} btf dump failed: {}",
@@ -106,6 +123,15 @@ fn compile(src: &Path, include: &Path, out: &Path, stem: &str) -> Result<(), Str
             src.display(),
             String::from_utf8_lossy(&output.stderr)
         ));
+    }
+    // -g is what makes clang emit BTF, but the DWARF that comes with it is 90 % of the object
+    // and is embedded in the exporter binary: drop it, keeping .BTF and .BTF.ext. An object
+    // that keeps its DWARF (no llvm-strip) loads the same, so a missing tool is not an error.
+    let strip = env::var("LLVM_STRIP").unwrap_or_else(|_| "llvm-strip".into());
+    match Command::new(&strip).arg("-g").arg(&obj).status() {
+        Ok(status) if status.success() => {}
+        Ok(status) => println!("cargo:warning={strip} -g {}: {status}", obj.display()),
+        Err(e) => println!("cargo:warning={strip} not run ({e}); BPF objects keep their DWARF"),
     }
     Ok(())
 }
