@@ -70,9 +70,16 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			slice->pending_cgroup = slice->cgroup_id;
 			slice->pending_ns = 0;
 		}
-		slice->pending_ns += now - slice->start_ns;
+		/* The slice's length is the scheduler's own runtime of the task (up to date here:
+		 * the scheduler updated it when it picked the next task), which leaves out time the
+		 * hypervisor stole, as cpu.stat does. The clock only catches nonsense (a runtime
+		 * longer than the slice by more than clock skew could explain). */
+		__u64 wall = now - slice->start_ns;
+		__u64 ran = prev->se.sum_exec_runtime - slice->start_runtime_ns;
+		slice->pending_ns += ran < wall + 1000000 ? ran : wall;
 	}
 	slice->start_ns = now;
+	slice->start_runtime_ns = next->se.sum_exec_runtime;
 	/* pid 0 is this CPU's idle task: idle time belongs to no cgroup. The pointer walk is
 	 * plain loads on BTF pointers (tp_btf), not four bpf_probe_read_kernel calls: this is the
 	 * hottest path of the exporter. */

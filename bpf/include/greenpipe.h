@@ -28,6 +28,7 @@ struct running_slice {
 	__u64 cgroup_id;      /* 0 = idle task */
 	__u64 pending_cgroup; /* whose finished slices pending_ns holds */
 	__u64 pending_ns;
+	__u64 start_runtime_ns; /* the running task's se.sum_exec_runtime at switch-in */
 };
 
 #endif

@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use greenpipe_common::names::{container, label, source};
-use greenpipe_exporter::collector::ebpf;
+use greenpipe_exporter::collector::{ebpf, Collector};
 use support::{build, collect, require_root, value, TestCgroup};
 
 fn labels<'a>(cg: &'a TestCgroup, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
@@ -20,6 +20,32 @@ fn labels<'a>(cg: &'a TestCgroup, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str,
     l
 }
 
+/// The collector's CPU seconds for the test cgroup and `cpu.stat` read at (nearly) the same
+/// moment: `cpu.stat` is read just before and just after the collection and the midpoint is
+/// used; a sample where the test thread was preempted in between (the two reads more than
+/// 2 ms of the cgroup's CPU apart) is retaken, since on a loaded machine that alone could
+/// exceed the tolerance.
+fn aligned_sample(cg: &TestCgroup, collector: &mut dyn Collector) -> (f64, f64) {
+    let mut best = None;
+    for _ in 0..20 {
+        let before = cg.usage_usec();
+        let set = collect(collector);
+        let after = cg.usage_usec();
+        let bpf = value(&set, container::CPU_SECONDS_TOTAL, &labels(cg, &[])).expect("cpu series");
+        let kernel = (before + after) as f64 / 2e6;
+        let spread = after - before;
+        if spread <= 2_000 {
+            return (bpf, kernel);
+        }
+        if best.is_none_or(|(_, _, s)| spread < s) {
+            best = Some((bpf, kernel, spread));
+        }
+    }
+    let (bpf, kernel, spread) = best.expect("at least one sample");
+    eprintln!("cpu.stat reads around the collection stayed {spread} us apart");
+    (bpf, kernel)
+}
+
 #[test]
 fn cpu_time_matches_the_kernels_cpu_stat_within_3_percent() {
     require_root();
@@ -28,17 +54,12 @@ fn cpu_time_matches_the_kernels_cpu_stat_within_3_percent() {
     let mut stress = cg.spawn("exec stress-ng --cpu 1 --timeout 60s --quiet");
     // Let the worker start and settle in the cgroup.
     std::thread::sleep(Duration::from_secs(1));
-    let first = collect(collector.as_mut());
-    let usage0 = cg.usage_usec();
-    std::thread::sleep(Duration::from_secs(4));
-    let second = collect(collector.as_mut());
-    let usage1 = cg.usage_usec();
+    let first = aligned_sample(&cg, collector.as_mut());
+    std::thread::sleep(Duration::from_secs(8));
+    let second = aligned_sample(&cg, collector.as_mut());
     stress.kill().unwrap();
     stress.wait().unwrap();
-    let name = container::CPU_SECONDS_TOTAL;
-    let bpf = value(&second, name, &labels(&cg, &[])).expect("cpu series")
-        - value(&first, name, &labels(&cg, &[])).expect("cpu series");
-    let kernel = (usage1 - usage0) as f64 / 1e6;
+    let (bpf, kernel) = (second.0 - first.0, second.1 - first.1);
     eprintln!("bpf {bpf:.4} s, cpu.stat {kernel:.4} s over the same window");
     assert!(kernel > 0.2, "stress-ng did not run: {kernel} s");
     assert!(

@@ -36,6 +36,8 @@ pub struct RunningSlice {
     pub pending_cgroup: u64,
     /// Finished on-CPU nanoseconds of `pending_cgroup` not yet in its counters.
     pub pending_ns: u64,
+    /// The running task's scheduler runtime at switch-in (BPF side only).
+    pub start_runtime_ns: u64,
 }
 
 // SAFETY: repr(C), only u64 fields, no padding; any bit pattern is valid.
@@ -119,9 +121,15 @@ mod tests {
         assert_eq!(std::mem::size_of::<CgroupCounters>(), 7 * 8);
         assert_eq!(
             c_fields(header, "running_slice"),
-            ["start_ns", "cgroup_id", "pending_cgroup", "pending_ns"]
+            [
+                "start_ns",
+                "cgroup_id",
+                "pending_cgroup",
+                "pending_ns",
+                "start_runtime_ns"
+            ]
         );
-        assert_eq!(std::mem::size_of::<RunningSlice>(), 32);
+        assert_eq!(std::mem::size_of::<RunningSlice>(), 40);
     }
 
     #[test]

@@ -393,6 +393,7 @@ mod tests {
             cgroup_id,
             pending_cgroup,
             pending_ns,
+            start_runtime_ns: 0,
         };
         let slices = [
             slice(100, 7, 0, 0),
