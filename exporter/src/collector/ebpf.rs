@@ -63,7 +63,11 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
 /// The head of the message and the verifier's verdict: the last line of its log before the
 /// statistics it appends (`verification time`, `stack depth`, `processed N insns`).
 pub fn short_reason(err: &LoadError) -> String {
-    let text = err.to_string();
+    shorten(&err.to_string())
+}
+
+/// [`short_reason`] of any error text.
+fn shorten(text: &str) -> String {
     let (head, log) = match text.split_once("Verifier output:") {
         Some((head, log)) => (head.trim().trim_end_matches('.'), log),
         None => (text.lines().next().unwrap_or_default(), ""),
@@ -305,9 +309,7 @@ impl EbpfCollector {
     fn self_metrics(&self, out: &mut MetricSet, cgroups: usize) {
         for (program, _, _) in PROGRAMS {
             let error = self.accounting.programs.get(program).cloned().flatten();
-            let reason = error
-                .map(|e| e.chars().take(REASON_MAX).collect::<String>())
-                .unwrap_or_default();
+            let reason = error.map(|e| shorten(&e)).unwrap_or_default();
             out.gauge(
                 exporter::BPF_PROGRAM_ATTACHED,
                 "1 if the BPF program is attached; reason says why not.",
