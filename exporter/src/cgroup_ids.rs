@@ -19,6 +19,32 @@ pub fn v2_root(cgroupfs: &Path) -> Option<PathBuf> {
         .find(|dir| dir.join("cgroup.controllers").is_file())
 }
 
+/// `CGROUP2_SUPER_MAGIC` of `statfs(2)`.
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// The v2 root for sources keyed by real cgroup ids (BPF, perf): like [`v2_root`], but the
+/// directory must be a mounted cgroup2 file system. A fixture tree (`--path.cgroupfs` in tests)
+/// has inode numbers no kernel id will ever match, so those sources are unavailable there.
+pub fn mounted_v2_root(cgroupfs: &Path) -> Result<PathBuf, String> {
+    let root = v2_root(cgroupfs)
+        .ok_or_else(|| format!("no cgroup v2 hierarchy under {}", cgroupfs.display()))?;
+    let c_path = std::ffi::CString::new(root.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("{}: path contains NUL", root.display()))?;
+    // SAFETY: statfs writes into the zeroed struct we own; the path is NUL-terminated.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c_path.as_ptr(), &mut fs) } != 0 {
+        return Err(format!(
+            "statfs {}: {}",
+            root.display(),
+            io::Error::last_os_error()
+        ));
+    }
+    if fs.f_type as i64 != CGROUP2_SUPER_MAGIC {
+        return Err(format!("{} is not a cgroup2 mount", root.display()));
+    }
+    Ok(root)
+}
+
 /// A live cgroup v2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CgroupEntry {
@@ -127,6 +153,16 @@ mod tests {
             .ino();
         assert_eq!(index.get(slice).unwrap().container, None);
         assert_eq!(index.iter().count(), 3);
+    }
+
+    #[test]
+    fn fixture_trees_are_not_cgroup2_mounts() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cgroup.controllers"), "").unwrap();
+        let err = mounted_v2_root(dir.path()).unwrap_err();
+        assert!(err.contains("not a cgroup2 mount"), "{err}");
+        let err = mounted_v2_root(&dir.path().join("nope")).unwrap_err();
+        assert!(err.contains("no cgroup v2 hierarchy"), "{err}");
     }
 
     #[test]

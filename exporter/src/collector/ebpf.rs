@@ -15,7 +15,7 @@ use tracing::warn;
 use super::{CollectError, Collector, Report, Spec};
 use crate::bpf::abi::{CgroupCounters, RunningSlice};
 use crate::bpf::{self, Accounting, LoadError, Signal, PROGRAMS};
-use crate::cgroup_ids::{v2_root, CgroupIndex};
+use crate::cgroup_ids::{mounted_v2_root, CgroupIndex};
 use crate::config::Config;
 use crate::container_id::ContainerRef;
 use crate::metrics::MetricSet;
@@ -36,12 +36,7 @@ const WALK_EVERY_TICKS: u64 = 10;
 const REASON_MAX: usize = 240;
 
 fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
-    let root = v2_root(&config.paths.cgroupfs).ok_or_else(|| {
-        CollectError::Unavailable(format!(
-            "no cgroup v2 hierarchy under {}",
-            config.paths.cgroupfs.display()
-        ))
-    })?;
+    let root = mounted_v2_root(&config.paths.cgroupfs).map_err(CollectError::Unavailable)?;
     let accounting = Accounting::load(bpf::ACCOUNTING_OBJECT).map_err(|e| {
         let full = e.to_string();
         warn!(error = %full, "eBPF accounting unavailable; procfs and cgroup collectors go on");

@@ -21,7 +21,7 @@ use perf_event_open_sys as sys;
 use tracing::warn;
 
 use super::{CollectError, Collector, Report, Spec};
-use crate::cgroup_ids::{v2_root, CgroupIndex};
+use crate::cgroup_ids::{mounted_v2_root, CgroupIndex};
 use crate::config::Config;
 use crate::container_id::ContainerRef;
 use crate::metrics::MetricSet;
@@ -206,12 +206,7 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<i32>> {
 
 fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
     probe_pmu(&config.paths.sysfs).map_err(CollectError::Unavailable)?;
-    let root = v2_root(&config.paths.cgroupfs).ok_or_else(|| {
-        CollectError::Unavailable(format!(
-            "no cgroup v2 hierarchy under {}",
-            config.paths.cgroupfs.display()
-        ))
-    })?;
+    let root = mounted_v2_root(&config.paths.cgroupfs).map_err(CollectError::Unavailable)?;
     let cpus = online_cpus(&config.paths.sysfs).map_err(CollectError::Unavailable)?;
     Ok(Box::new(PerfCollector {
         index: CgroupIndex::new(root),
