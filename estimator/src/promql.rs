@@ -37,7 +37,7 @@ impl RangeSeries<'_> {
     }
 }
 
-/// Decodes a `query_range` answer body.
+/// Decodes a `query_range` (matrix) or `query` (vector: one point per series) answer body.
 pub fn decode_matrix(body: &[u8]) -> anyhow::Result<Vec<RangeSeries<'_>>> {
     #[derive(Deserialize)]
     struct Answer<'a> {
@@ -66,8 +66,8 @@ pub fn decode_matrix(body: &[u8]) -> anyhow::Result<Vec<RangeSeries<'_>>> {
     }
     let data = answer.data.context("PromQL answer without data")?;
     anyhow::ensure!(
-        data.result_type == "matrix",
-        "expected a matrix answer, got {}",
+        data.result_type == "matrix" || data.result_type == "vector",
+        "expected a matrix or vector answer, got {}",
         data.result_type
     );
     Ok(data.result)
@@ -97,6 +97,7 @@ impl<'de: 'a, 'a> Visitor<'de> for SeriesVisitor<'a> {
             match key.as_ref() {
                 "metric" => out.labels = map.next_value::<Labels<'a>>()?.0,
                 "values" => out.points = map.next_value::<Points>()?.0,
+                "value" => out.points = vec![map.next_value::<Point>()?.0],
                 _ => {
                     map.next_value::<de::IgnoredAny>()?;
                 }
@@ -147,6 +148,16 @@ impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
             }
         }
         d.deserialize_str(V(std::marker::PhantomData))
+    }
+}
+
+struct Point((i64, f64));
+
+impl<'de> Deserialize<'de> for Point {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (t, v) = <(f64, BorrowedStr)>::deserialize(d)?;
+        let value = parse_value(&v.0).map_err(de::Error::custom)?;
+        Ok(Point(((t * 1000.0).round() as i64, value)))
     }
 }
 
@@ -209,19 +220,32 @@ impl Prometheus {
         end_ms: i64,
         step: Duration,
     ) -> anyhow::Result<Answer> {
-        let started = Instant::now();
         let form = [
             ("query", query.to_string()),
             ("start", format_seconds(start_ms)),
             ("end", format_seconds(end_ms)),
             ("step", format!("{}", step.as_secs_f64())),
         ];
+        self.post("query_range", &form).await
+    }
+
+    /// Instant `query` at `time_ms`. Returns the raw body, to be decoded with [`decode_matrix`].
+    pub async fn query(&self, query: &str, time_ms: i64) -> anyhow::Result<Answer> {
+        let form = [
+            ("query", query.to_string()),
+            ("time", format_seconds(time_ms)),
+        ];
+        self.post("query", &form).await
+    }
+
+    async fn post(&self, api: &str, form: &[(&str, String)]) -> anyhow::Result<Answer> {
+        let started = Instant::now();
         // POST: the queries are long and GET URLs have length limits in proxies.
         let request = self
             .endpoint
             .client
-            .post(format!("{}/api/v1/query_range", self.endpoint.url))
-            .form(&form);
+            .post(format!("{}/api/v1/{api}", self.endpoint.url))
+            .form(form);
         let response = self
             .endpoint
             .authorise(request)?
@@ -282,8 +306,10 @@ mod tests {
             err.contains("bad_data") && err.contains("parse error"),
             "{err}"
         );
-        let vector = br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
-        assert!(decode_matrix(vector).is_err());
+        let scalar = br#"{"status":"success","data":{"resultType":"scalar","result":[1, "2"]}}"#;
+        assert!(decode_matrix(scalar).is_err());
+        let vector = br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[2.5,"7"]}]}}"#;
+        assert_eq!(decode_matrix(vector).unwrap()[0].points, [(2500, 7.0)]);
     }
 
     #[test]

@@ -196,11 +196,14 @@ impl QuerySet {
     }
 }
 
+/// A container's features and process count per tick slot (`None`: no data at that tick).
+type ContainerSlots = Vec<Option<(FeatureValues, Option<f64>)>>;
+
 #[derive(Default)]
 struct NodeAcc {
     labels: BTreeMap<String, String>,
     features: Vec<Option<FeatureValues>>,
-    containers: HashMap<(String, String), Vec<Option<(FeatureValues, Option<f64>)>>>,
+    containers: HashMap<(String, String), ContainerSlots>,
 }
 
 /// Turns the answers of one range query set into per-tick data, keeping only this shard's nodes.

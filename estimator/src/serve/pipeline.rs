@@ -18,7 +18,7 @@ use crate::attribution::IdleSplit;
 use crate::endpoint::Endpoint;
 use crate::estimate::{estimate_tick, tick_series};
 use crate::models;
-use crate::promql::{decode_matrix, Prometheus};
+use crate::promql::{decode_matrix, Answer, Prometheus};
 use crate::readout::{assemble, QuerySet, Tick};
 use crate::remote_write::{BatchLimits, RetryPolicy, Sample, Sender, TimeSeries};
 use crate::shard::Shard;
@@ -297,6 +297,10 @@ impl Pipeline {
         let result = api
             .query_range(query, first, last, self.config.interval)
             .await;
+        self.account(name, result)
+    }
+
+    fn account(&self, name: &str, result: anyhow::Result<Answer>) -> anyhow::Result<Vec<u8>> {
         let outcome = if result.is_ok() { "ok" } else { "error" };
         self.telemetry
             .queries
@@ -312,8 +316,6 @@ impl Pipeline {
 
     /// The last tick this shard wrote, from its marker series within the backfill horizon.
     async fn resume_point(&self) -> anyhow::Result<Option<i64>> {
-        let step = self.step_ms();
-        let now = align_down(now_ms(), step);
         let window_s = self.config.backfill_max_age.as_secs().max(1);
         let query = format!(
             "max(max_over_time({}{{{}=\"{}\"}}[{window_s}s]))",
@@ -321,9 +323,8 @@ impl Pipeline {
             label::SHARD,
             self.config.shard
         );
-        let body = self
-            .query(&self.progress, "progress", &query, now, now)
-            .await?;
+        // An instant query: VictoriaMetrics answers a one-point range query at "now" with nothing.
+        let body = self.account("progress", self.progress.query(&query, now_ms()).await)?;
         let matrix = decode_matrix(&body)?;
         Ok(matrix
             .first()
