@@ -184,6 +184,9 @@ pub mod estimate {
     pub const NODE_POWER_WATTS: &str = "greenpipe_node_power_watts";
     /// Gauge, `node`, `model`: the idle part of the node prediction.
     pub const NODE_IDLE_POWER_WATTS: &str = "greenpipe_node_idle_power_watts";
+    /// Gauge, `node`, `model`: prediction minus the node's power-meter reading, where a meter
+    /// exists (positive: the model over-estimates).
+    pub const NODE_POWER_ERROR_WATTS: &str = "greenpipe_node_power_error_watts";
     /// Gauge, `node`, `container_id`, `pod_uid`, `model`, `component`: power attributed to a
     /// container (`container_id="system"` for host processes); summed over containers and
     /// components it equals the node's prediction.

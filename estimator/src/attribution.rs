@@ -201,6 +201,7 @@ mod tests {
             node: "n".into(),
             labels: Default::default(),
             features: f,
+            meter_watts: None,
             containers,
         }
     }

@@ -44,6 +44,8 @@ pub struct NodeEstimate<'m> {
     pub watts: f64,
     /// Its idle part, watts.
     pub idle_watts: f64,
+    /// The node's power-meter reading at the same tick, where it has one.
+    pub meter_watts: Option<f64>,
     /// Shares of containers and `system` (last).
     pub shares: Vec<Share>,
 }
@@ -74,6 +76,7 @@ pub fn estimate_node<'m>(
         model,
         watts,
         idle_watts: model.idle_power_watts.min(watts),
+        meter_watts: usage.meter_watts.filter(|w| w.is_finite()),
         shares: attribute(model, watts, usage, split),
     })
 }
@@ -133,6 +136,12 @@ pub fn tick_series(estimates: &TickEstimates<'_>) -> Vec<TimeSeries> {
             TimeSeries::new(estimate::NODE_IDLE_POWER_WATTS, &node_labels),
             e.idle_watts,
         ));
+        if let Some(measured) = e.meter_watts {
+            out.push(one(
+                TimeSeries::new(estimate::NODE_POWER_ERROR_WATTS, &node_labels),
+                e.watts - measured,
+            ));
+        }
         for s in &e.shares {
             for (part, watts) in [
                 (component::IDLE, s.idle_watts),

@@ -16,13 +16,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use greenpipe_common::features::{Feature, FeatureValues};
-use greenpipe_common::names::{container as c, label, node as n};
+use greenpipe_common::names::{container as c, label, meter, node as n};
 
 use crate::promql::RangeSeries;
 use crate::shard::Shard;
 
 /// Value of the `feature` label carrying a container's process count (not a model feature).
 pub const PROCESSES: &str = "processes";
+/// Value of the `feature` label carrying a node's power-meter reading (not a model feature).
+pub const METER_WATTS: &str = "meter_watts";
 
 /// Usage of one container (or of the `system` entry) at one tick.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +48,8 @@ pub struct NodeUsage {
     pub labels: BTreeMap<String, String>,
     /// Raw node-level feature values.
     pub features: FeatureValues,
+    /// The node's power-meter reading, where it has one.
+    pub meter_watts: Option<f64>,
     /// Containers seen on the node, in id order.
     pub containers: Vec<ContainerUsage>,
 }
@@ -159,9 +163,19 @@ impl QuerySet {
         label_keys: &[String],
     ) -> QuerySet {
         let w = format!("{}ms", window.as_millis());
+        // A node with several meters (e.g. a USB meter and a smart plug) is measured by each:
+        // `max` keeps one reading instead of adding them up.
+        let meter = tagged(
+            &format!(
+                "max by (node) (last_over_time({}[{w}]))",
+                meter::POWER_WATTS
+            ),
+            METER_WATTS,
+        );
         let node = node_features
             .iter()
             .map(|f| tagged(&node_expr(*f, &w), f.column()))
+            .chain(std::iter::once(meter))
             .collect::<Vec<_>>()
             .join(" or ");
         let container = container_features
@@ -184,12 +198,7 @@ impl QuerySet {
             )
         });
         QuerySet {
-            node: if node.is_empty() {
-                // A model without node inputs still needs to know which nodes exist.
-                format!("group by (node) (last_over_time({}[{w}]))", n::CPUS)
-            } else {
-                node
-            },
+            node,
             container,
             node_labels,
         }
@@ -203,6 +212,7 @@ type ContainerSlots = Vec<Option<(FeatureValues, Option<f64>)>>;
 struct NodeAcc {
     labels: BTreeMap<String, String>,
     features: Vec<Option<FeatureValues>>,
+    meter: Vec<Option<f64>>,
     containers: HashMap<(String, String), ContainerSlots>,
 }
 
@@ -228,10 +238,20 @@ pub fn assemble<'a>(
         let Some(name) = acc(s.label(label::NODE)) else {
             continue;
         };
-        let Some(feature) = Feature::from_column(s.label(label::FEATURE)) else {
+        let tag = s.label(label::FEATURE);
+        let entry = nodes.entry(name).or_default();
+        if tag == METER_WATTS {
+            entry.meter.resize(tick_count, None);
+            for &(t, v) in &s.points {
+                if let Some(i) = slot(t) {
+                    entry.meter[i] = Some(v);
+                }
+            }
+            continue;
+        }
+        let Some(feature) = Feature::from_column(tag) else {
             continue;
         };
-        let entry = nodes.entry(name).or_default();
         entry.features.resize(tick_count, None);
         for &(t, v) in &s.points {
             if let Some(i) = slot(t) {
@@ -310,6 +330,7 @@ pub fn assemble<'a>(
                         node: name.to_string(),
                         labels: acc.labels.clone(),
                         features: node_features.unwrap_or_default(),
+                        meter_watts: acc.meter.get(i).copied().flatten(),
                         containers,
                     })
                 })
@@ -336,7 +357,8 @@ mod tests {
     #[test]
     fn one_query_per_level_whatever_the_feature_count() {
         let q = QuerySet::new(&Feature::ALL, &Feature::ALL, Duration::from_secs(5), &[]);
-        assert_eq!(q.node.matches(" or ").count(), Feature::ALL.len() - 1);
+        // Every feature plus the meter reading.
+        assert_eq!(q.node.matches(" or ").count(), Feature::ALL.len());
         // Frequency is node-level only; processes are added.
         assert_eq!(q.container.matches(" or ").count(), Feature::ALL.len() - 1);
         assert!(q
@@ -345,7 +367,7 @@ mod tests {
         assert!(q.container.contains("\"processes\""));
         assert!(q.node_labels.is_none());
         let q = QuerySet::new(&[], &[], Duration::from_secs(5), &["board".into()]);
-        assert!(q.node.starts_with("group by (node)"));
+        assert!(q.node.contains("greenpipe_meter_power_watts"));
         assert!(q.node_labels.unwrap().contains("max by (node, board)"));
     }
 
@@ -361,6 +383,7 @@ mod tests {
                 &[(2000, 3.0), (2500, 9.0)],
             ),
             series(&[("node", "b"), ("feature", "unknown")], &[(2000, 3.0)]),
+            series(&[("node", "a"), ("feature", "meter_watts")], &[(2000, 4.5)]),
         ];
         let container = vec![
             series(
@@ -397,6 +420,8 @@ mod tests {
         assert_eq!(a0.containers[0].processes, Some(3.0));
         let t1: Vec<&str> = ticks[1].nodes.iter().map(|n| n.node.as_str()).collect();
         assert_eq!(t1, ["a", "b"]);
+        assert_eq!(ticks[0].nodes[0].meter_watts, None);
+        assert_eq!(ticks[1].nodes[0].meter_watts, Some(4.5));
         assert_eq!(
             ticks[1].nodes[0].containers[0]
                 .features

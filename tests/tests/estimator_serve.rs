@@ -108,6 +108,16 @@ fn fleet_series(from: i64, to: i64) -> Vec<TimeSeries> {
                 span,
             ));
         }
+        if node == "n1" {
+            // n1 has a power meter reading 6.5 W; the model says 7 W.
+            let meter = [("node", node), ("meter", "usb"), ("kind", "um25c")];
+            out.push(gauge_series(
+                greenpipe_common::names::meter::POWER_WATTS,
+                &meter,
+                6.5,
+                span,
+            ));
+        }
         out.push(counter_series(
             n::NETWORK_BYTES_TOTAL,
             &[("node", node), ("device", "lo"), ("direction", "receive")],
@@ -389,6 +399,25 @@ fn predictions_and_attributions_land_and_add_up() {
         }
         check_balance_and_continuity(&prom.url, node, "1m");
     }
+
+    // Live prediction error against the meter where there is one (n1), none elsewhere.
+    let error = |node: &str| {
+        raw_samples(
+            &prom.url,
+            &format!("{}{{node=\"{node}\"}}", estimate::NODE_POWER_ERROR_WATTS),
+            "1m",
+        )
+        .unwrap()
+    };
+    let n1_error = error("n1");
+    assert!(
+        n1_error[0]
+            .samples
+            .iter()
+            .all(|(_, v)| (v - 0.5).abs() < 1e-9),
+        "{n1_error:?}"
+    );
+    assert!(error("n2").is_empty());
 
     // Broken nodes are skipped with a reason; the others went on (checked above).
     for node in ["n-nan", "n-missing"] {
