@@ -6,7 +6,9 @@ use greenpipe_common::names::{component, estimate, label};
 
 use crate::attribution::{attribute, IdleSplit, Share};
 use crate::readout::{NodeUsage, Tick};
-use crate::remote_write::{Sample, TimeSeries};
+use bytes::Bytes;
+
+use crate::remote_write::{Label, Sample, TimeSeries};
 
 /// Why a node got no estimate at a tick (the `reason` label of the skip counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,53 +113,56 @@ pub fn estimate_tick<'m>(
     out
 }
 
-/// The series of one tick: per node its power and idle power, per container and `system` its
-/// idle and dynamic shares; one sample each, at the tick's time.
+/// The series of one tick: per node its power and idle power (and error against its meter), per
+/// container and `system` its idle and dynamic shares; one sample each, at the tick's time.
 pub fn tick_series(estimates: &TickEstimates<'_>) -> Vec<TimeSeries> {
     let t = estimates.timestamp_ms;
-    let one = |mut ts: TimeSeries, value: f64| {
+    let one = |labels: Vec<Label>, value: f64| {
+        let mut ts = TimeSeries::from_labels(labels);
         ts.samples.push(Sample {
             value,
             timestamp: t,
         });
         ts
     };
-    let mut out = Vec::with_capacity(estimates.nodes.iter().map(|n| 2 + 2 * n.shares.len()).sum());
+    let stat = |s: &'static str| Bytes::from_static(s.as_bytes());
+    let (node_power, node_idle, node_error, container_power) = (
+        stat(estimate::NODE_POWER_WATTS),
+        stat(estimate::NODE_IDLE_POWER_WATTS),
+        stat(estimate::NODE_POWER_ERROR_WATTS),
+        stat(estimate::CONTAINER_POWER_WATTS),
+    );
+    let (idle, dynamic) = (stat(component::IDLE), stat(component::DYNAMIC));
+    let mut out = Vec::with_capacity(estimates.nodes.iter().map(|n| 3 + 2 * n.shares.len()).sum());
     for e in &estimates.nodes {
-        let node_labels = [
-            (label::NODE, e.node.as_str()),
-            (label::MODEL, e.model.name.as_str()),
-        ];
-        out.push(one(
-            TimeSeries::new(estimate::NODE_POWER_WATTS, &node_labels),
-            e.watts,
-        ));
-        out.push(one(
-            TimeSeries::new(estimate::NODE_IDLE_POWER_WATTS, &node_labels),
-            e.idle_watts,
-        ));
+        let node = Bytes::copy_from_slice(e.node.as_bytes());
+        let model = Bytes::copy_from_slice(e.model.name.as_bytes());
+        // Labels in name order: __name__, component, container_id, model, node, pod_uid.
+        let node_labels = |name: &Bytes| {
+            vec![
+                Label::new("__name__", name.clone()),
+                Label::new(label::MODEL, model.clone()),
+                Label::new(label::NODE, node.clone()),
+            ]
+        };
+        out.push(one(node_labels(&node_power), e.watts));
+        out.push(one(node_labels(&node_idle), e.idle_watts));
         if let Some(measured) = e.meter_watts {
-            out.push(one(
-                TimeSeries::new(estimate::NODE_POWER_ERROR_WATTS, &node_labels),
-                e.watts - measured,
-            ));
+            out.push(one(node_labels(&node_error), e.watts - measured));
         }
         for s in &e.shares {
-            for (part, watts) in [
-                (component::IDLE, s.idle_watts),
-                (component::DYNAMIC, s.dynamic_watts),
-            ] {
+            let id = Bytes::copy_from_slice(s.container_id.as_bytes());
+            let pod = Bytes::copy_from_slice(s.pod_uid.as_bytes());
+            for (part, watts) in [(&idle, s.idle_watts), (&dynamic, s.dynamic_watts)] {
                 out.push(one(
-                    TimeSeries::new(
-                        estimate::CONTAINER_POWER_WATTS,
-                        &[
-                            (label::NODE, e.node.as_str()),
-                            (label::CONTAINER_ID, s.container_id.as_str()),
-                            (label::POD_UID, s.pod_uid.as_str()),
-                            (label::MODEL, e.model.name.as_str()),
-                            (label::COMPONENT, part),
-                        ],
-                    ),
+                    vec![
+                        Label::new("__name__", container_power.clone()),
+                        Label::new(label::COMPONENT, part.clone()),
+                        Label::new(label::CONTAINER_ID, id.clone()),
+                        Label::new(label::MODEL, model.clone()),
+                        Label::new(label::NODE, node.clone()),
+                        Label::new(label::POD_UID, pod.clone()),
+                    ],
                     watts,
                 ));
             }

@@ -209,11 +209,12 @@ impl QuerySet {
 type ContainerSlots = Vec<Option<(FeatureValues, Option<f64>)>>;
 
 #[derive(Default)]
-struct NodeAcc {
+struct NodeAcc<'a> {
     labels: BTreeMap<String, String>,
     features: Vec<Option<FeatureValues>>,
     meter: Vec<Option<f64>>,
-    containers: HashMap<(String, String), ContainerSlots>,
+    // Keys borrow from the answer body: no allocation per series.
+    containers: HashMap<(&'a str, &'a str), ContainerSlots>,
 }
 
 /// Turns the answers of one range query set into per-tick data, keeping only this shard's nodes.
@@ -270,10 +271,7 @@ pub fn assemble<'a>(
         if feature.is_none() && tag != PROCESSES {
             continue;
         }
-        let key = (
-            s.label(label::CONTAINER_ID).to_string(),
-            s.label(label::POD_UID).to_string(),
-        );
+        let key = (s.label(label::CONTAINER_ID), s.label(label::POD_UID));
         let entry = nodes.entry(name).or_default();
         let slots = entry.containers.entry(key).or_default();
         slots.resize(tick_count, None);
@@ -313,8 +311,8 @@ pub fn assemble<'a>(
                         .filter_map(|((id, pod), slots)| {
                             let (features, processes) = slots.get(i).copied().flatten()?;
                             Some(ContainerUsage {
-                                container_id: id.clone(),
-                                pod_uid: pod.clone(),
+                                container_id: id.to_string(),
+                                pod_uid: pod.to_string(),
                                 features,
                                 processes,
                             })

@@ -51,15 +51,15 @@ pub fn batches(series: Vec<TimeSeries>, limits: BatchLimits) -> Vec<Vec<TimeSeri
     for mut ts in series {
         while !ts.samples.is_empty() {
             let room = max_samples - samples;
-            let head = if ts.samples.len() > room {
+            let piece = if ts.samples.len() > room {
                 let rest = ts.samples.split_off(room);
-                std::mem::replace(&mut ts.samples, rest)
+                TimeSeries {
+                    labels: ts.labels.clone(),
+                    samples: std::mem::replace(&mut ts.samples, rest),
+                }
             } else {
-                std::mem::take(&mut ts.samples)
-            };
-            let piece = TimeSeries {
-                labels: ts.labels.clone(),
-                samples: head,
+                // The whole (rest of the) series fits: move it, labels included.
+                std::mem::take(&mut ts)
             };
             let len = piece.encoded_len() + 4;
             if !current.is_empty() && bytes + len > limits.max_bytes {
@@ -118,8 +118,8 @@ mod tests {
     #[test]
     fn labels_are_sorted_with_name_first() {
         let ts = series("m", 0);
-        let names: Vec<&str> = ts.labels.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["__name__", "b", "node"]);
+        let names: Vec<&[u8]> = ts.labels.iter().map(|l| l.name.as_ref()).collect();
+        assert_eq!(names, [&b"__name__"[..], b"b", b"node"]);
     }
 
     #[test]
