@@ -739,3 +739,170 @@ fn malformed_or_mismatched_model_files_fail_with_a_clear_error() {
         );
     }
 }
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().expect("running a setup command");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn reads_and_writes_over_tls_with_a_custom_ca_and_basic_auth() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    // A private CA and a server certificate for 127.0.0.1, as an operator's PKI would issue.
+    run(Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=greenpipe-test-ca", "-keyout"])
+        .arg(p("ca.key"))
+        .arg("-out")
+        .arg(p("ca.pem")));
+    run(Command::new("openssl")
+        .args([
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+        ])
+        .arg(p("server.key"))
+        .arg("-out")
+        .arg(p("server.csr")));
+    std::fs::write(p("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    run(Command::new("openssl")
+        .args(["x509", "-req", "-days", "2", "-CAcreateserial", "-in"])
+        .arg(p("server.csr"))
+        .arg("-CA")
+        .arg(p("ca.pem"))
+        .arg("-CAkey")
+        .arg(p("ca.key"))
+        .arg("-out")
+        .arg(p("server.pem"))
+        .arg("-extfile")
+        .arg(p("san.ext")));
+    // Prometheus' web config wants a bcrypt hash of the password.
+    let hash = Command::new("python3")
+        .args([
+            "-c",
+            "import crypt; print(crypt.crypt('s3cret', crypt.mksalt(crypt.METHOD_BLOWFISH)))",
+        ])
+        .output()
+        .unwrap();
+    let hash = String::from_utf8(hash.stdout).unwrap().trim().to_string();
+    assert!(hash.starts_with("$2"), "bcrypt hash: {hash:?}");
+    std::fs::write(
+        p("web.yml"),
+        format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\nbasic_auth_users:\n  greenpipe: '{hash}'\n",
+            p("server.pem").display(),
+            p("server.key").display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(p("prometheus.yml"), "global:\n  scrape_interval: 1s\n").unwrap();
+    std::fs::write(p("password"), "s3cret\n").unwrap();
+    let port = free_port();
+    let base = format!("https://127.0.0.1:{port}");
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", p("prometheus.yml").display()))
+        .arg(format!("--storage.tsdb.path={}", p("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg(format!("--web.config.file={}", p("web.yml").display()))
+        .arg("--web.enable-remote-write-receiver")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(p("prometheus.log")).unwrap())
+        .spawn()
+        .expect("starting prometheus");
+    let _prometheus = Guard::new("prometheus-tls", child);
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(p("ca.pem")).unwrap()).unwrap();
+    let client = reqwest::blocking::Client::builder()
+        .add_root_certificate(ca)
+        .build()
+        .unwrap();
+    let get = |path: &str, query: &[(&str, &str)]| {
+        client
+            .get(format!("{base}{path}"))
+            .query(query)
+            .basic_auth("greenpipe", Some("s3cret"))
+            .send()
+    };
+    wait_for(Duration::from_secs(30), || {
+        get("/-/ready", &[])
+            .ok()
+            .filter(|r| r.status().is_success())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "TLS prometheus not ready: {}",
+            std::fs::read_to_string(p("prometheus.log")).unwrap()
+        )
+    });
+    let unauthenticated = client
+        .get(format!("{base}/api/v1/query?query=up"))
+        .send()
+        .unwrap();
+    assert_eq!(
+        unauthenticated.status().as_u16(),
+        401,
+        "the server really demands credentials"
+    );
+
+    let now = now_ms() / 1000 * 1000;
+    for batch in remote_write::batches(
+        fleet_series(now - 120_000, now + 300_000),
+        Default::default(),
+    ) {
+        let r = client
+            .post(format!("{base}/api/v1/write"))
+            .basic_auth("greenpipe", Some("s3cret"))
+            .header("Content-Encoding", "snappy")
+            .header("Content-Type", "application/x-protobuf")
+            .header("X-Prometheus-Remote-Write-Version", "0.1.0")
+            .body(remote_write::encode(batch))
+            .send()
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+    }
+    let auth = |endpoint: &str| {
+        [
+            format!("--{endpoint}.username=greenpipe"),
+            format!("--{endpoint}.password-file={}", p("password").display()),
+            format!("--{endpoint}.ca-file={}", p("ca.pem").display()),
+        ]
+    };
+    let args: Vec<String> = auth("prometheus")
+        .into_iter()
+        .chain(auth("remote-write"))
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let est = start_estimator(
+        &model_file(dir.path()),
+        &base,
+        &format!("{base}/api/v1/write"),
+        &args,
+    );
+    let (watts, _) = expected("n1");
+    let got = wait_for(Duration::from_secs(60), || {
+        let body: serde_json::Value = get(
+            "/api/v1/query",
+            &[("query", "greenpipe_node_power_watts{node=\"n1\"}")],
+        )
+        .ok()?
+        .json()
+        .ok()?;
+        body["data"]["result"][0]["value"][1]
+            .as_str()?
+            .parse::<f64>()
+            .ok()
+    })
+    .expect("predictions written over TLS with basic auth reach Prometheus");
+    assert!((got - watts).abs() < 1e-9, "{got} vs {watts}");
+    assert_eq!(est.metric(self_metric::SAMPLES_DROPPED_TOTAL, ""), 0.0);
+}
