@@ -1,8 +1,8 @@
 //! Run with `cargo bench -p greenpipe-estimator --bench serve_tick`.
 //!
 //! CPU cost of one `serve` tick for a simulated fleet (default 1,000 nodes x 100 containers):
-//! decode the PromQL answers → assemble → predict → attribute → lay out series → batch → encode
-//! (protobuf + snappy). Prometheus' own time and the network are excluded: the answers are built
+//! decode the PromQL answers → assemble → predict → attribute → lay out series → batch → protobuf
+//! → snappy. Prometheus' own time and the network are excluded: the answers are built
 //! in memory in the exact JSON shape Prometheus returns. Also the remote-write encoding
 //! throughput in samples per second. Prints figures; asserts nothing about time.
 //!
@@ -17,6 +17,7 @@ use greenpipe_estimator::attribution::IdleSplit;
 use greenpipe_estimator::estimate::{estimate_tick, tick_series};
 use greenpipe_estimator::promql::decode_matrix;
 use greenpipe_estimator::readout::{assemble, PROCESSES};
+use greenpipe_estimator::remote_write::wire::encode_request;
 use greenpipe_estimator::remote_write::{batches, encode, sample_count, BatchLimits};
 use greenpipe_estimator::shard::Shard;
 
@@ -116,8 +117,9 @@ fn main() {
         container_body.len() as f64 / 1e6
     );
 
-    let mut stages: Vec<[Duration; 5]> = Vec::new();
+    let mut stages: Vec<[Duration; 6]> = Vec::new();
     let mut samples = 0;
+    let mut raw_bytes = 0;
     let mut wire_bytes = 0;
     for _ in 0..rounds {
         let t0 = thread_cpu();
@@ -132,12 +134,18 @@ fn main() {
         let series = tick_series(&estimates);
         let t4 = thread_cpu();
         samples = sample_count(&series);
-        wire_bytes = batches(series, BatchLimits::default())
+        let protobuf: Vec<Vec<u8>> = batches(series, BatchLimits::default())
             .into_iter()
-            .map(|b| encode(b).len())
-            .sum::<usize>();
+            .map(|b| encode_request(&b))
+            .collect();
         let t5 = thread_cpu();
-        stages.push([t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4]);
+        raw_bytes = protobuf.iter().map(Vec::len).sum();
+        wire_bytes = protobuf
+            .iter()
+            .map(|p| snap::raw::Encoder::new().compress_vec(p).unwrap().len())
+            .sum::<usize>();
+        let t6 = thread_cpu();
+        stages.push([t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5]);
     }
     let median = |i: usize| {
         let mut v: Vec<Duration> = stages.iter().map(|s| s[i]).collect();
@@ -149,7 +157,8 @@ fn main() {
         "assemble",
         "predict+attribute",
         "series layout",
-        "batch+encode",
+        "batch+protobuf",
+        "snappy",
     ];
     let mut total = Duration::ZERO;
     println!("CPU time per tick (median of {rounds}, one thread):");
@@ -166,7 +175,8 @@ fn main() {
         estimates as f64 / total.as_secs_f64() / 1e3
     );
     println!(
-        "remote write: {samples} samples per tick, {:.1} MB on the wire (snappy)",
+        "remote write: {samples} samples per tick, {:.1} MB protobuf, {:.1} MB on the wire (snappy)",
+        raw_bytes as f64 / 1e6,
         wire_bytes as f64 / 1e6
     );
 

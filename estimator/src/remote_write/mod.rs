@@ -7,6 +7,7 @@
 
 pub mod proto;
 mod sender;
+pub mod wire;
 
 pub use proto::{Label, Sample, TimeSeries, WriteRequest};
 pub use sender::{RetryPolicy, SendReport, Sender};
@@ -61,7 +62,7 @@ pub fn batches(series: Vec<TimeSeries>, limits: BatchLimits) -> Vec<Vec<TimeSeri
                 // The whole (rest of the) series fits: move it, labels included.
                 std::mem::take(&mut ts)
             };
-            let len = piece.encoded_len() + 4;
+            let len = wire::series_len(&piece) + 4;
             if !current.is_empty() && bytes + len > limits.max_bytes {
                 out.push(std::mem::take(&mut current));
                 (samples, bytes) = (0, 0);
@@ -83,7 +84,7 @@ pub fn batches(series: Vec<TimeSeries>, limits: BatchLimits) -> Vec<Vec<TimeSeri
 
 /// The request body: protobuf, then raw snappy.
 pub fn encode(series: Vec<TimeSeries>) -> Vec<u8> {
-    let raw = WriteRequest { timeseries: series }.encode_to_vec();
+    let raw = wire::encode_request(&series);
     snap::raw::Encoder::new()
         .compress_vec(&raw)
         .expect("snappy accepts any input below 4 GiB")
