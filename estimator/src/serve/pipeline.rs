@@ -127,8 +127,8 @@ impl Pipeline {
         )
     }
 
-    /// Runs until the future is dropped. Errors from Prometheus are retried with backoff; only
-    /// nothing is fatal here (bad configuration was refused before).
+    /// Runs until the future is dropped. Nothing here is fatal: failed queries are retried with
+    /// backoff, failed writes inside the sender (bad configuration was refused at start).
     pub async fn run(self) -> anyhow::Result<()> {
         let step = self.step_ms();
         let mut next: Option<i64> = None;
@@ -247,15 +247,15 @@ impl Pipeline {
         let labels = async {
             match &q.node_labels {
                 Some(query) => self
-                    .timed("node_labels", query, first, last)
+                    .query_source("node_labels", query, first, last)
                     .await
                     .map(Some),
                 None => Ok(None),
             }
         };
         let (node, container, labels) = tokio::try_join!(
-            self.timed("node_features", &q.node, first, last),
-            self.timed("container_features", &q.container, first, last),
+            self.query_source("node_features", &q.node, first, last),
+            self.query_source("container_features", &q.container, first, last),
             labels,
         )?;
         let node = decode_matrix(&node)?;
@@ -276,7 +276,7 @@ impl Pipeline {
         ))
     }
 
-    async fn timed(
+    async fn query_source(
         &self,
         name: &str,
         query: &str,
