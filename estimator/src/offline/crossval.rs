@@ -197,6 +197,7 @@ fn markdown(nodes: &[NodeSamples], out: &[NodeCrossval], o: &OfflineOptions) -> 
             s.y.len(),
             s.groups.join(", ")
         );
+        md.push_str(&report::trace_list(s));
         md.push_str(&report::all_table(&n.rows));
         md.push('\n');
         let mut models = vec![SELECTED, baselines::CPU_ONLY, baselines::STRESS_ONLY];

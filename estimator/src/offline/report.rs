@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use crate::offline::metrics::{mean, Score};
+use crate::offline::samples::NodeSamples;
 
 /// The exact header of `summary.csv`.
 pub const SUMMARY_HEADER: &str = "node,workload,samples,model,mape_percent,mae_watts,rmse_watts,r2";
@@ -123,4 +124,21 @@ pub fn slug(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
         .collect()
+}
+
+/// A markdown list of the node's trace files and the rows kept from each.
+pub fn trace_list(s: &NodeSamples) -> String {
+    let mut out = String::from("Traces:\n\n");
+    for t in &s.traces {
+        let _ = writeln!(
+            out,
+            "- `{}`: workload {} (group {}), {} rows",
+            t.path.display(),
+            t.workload,
+            s.groups[t.group],
+            t.rows
+        );
+    }
+    out.push('\n');
+    out
 }

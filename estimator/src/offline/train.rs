@@ -216,6 +216,7 @@ fn markdown(s: &NodeSamples, t: &NodeTraining, o: &OfflineOptions) -> String {
         m.scores.cv_mape_percent.unwrap_or(f64::NAN),
         s.groups.join(", ")
     );
+    md.push_str(&report::trace_list(s));
     md.push_str("Cross-validation, mean over held-out workloads (baselines side by side):\n\n");
     md.push_str(&report::all_table(&t.rows));
     let _ = writeln!(

@@ -116,7 +116,13 @@ impl Candidate {
                     coefficients,
                 }
             }
-            Candidate::Ridge { alpha } => net(x, y, *alpha, 0.0)?,
+            Candidate::Ridge { alpha } => {
+                let (intercept, coefficients) = linear::ridge(x, y, *alpha)?;
+                ModelKind::Linear {
+                    intercept,
+                    coefficients,
+                }
+            }
             Candidate::Lasso { alpha } => net(x, y, *alpha, 1.0)?,
             Candidate::ElasticNet { alpha, l1_ratio } => net(x, y, *alpha, *l1_ratio)?,
             Candidate::Polynomial { alpha } => linear::polynomial(x, y, *alpha)?,

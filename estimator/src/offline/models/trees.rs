@@ -215,7 +215,7 @@ pub struct BoostParams {
 /// Least-squares gradient boosting on standardised inputs.
 pub fn boost(x: &Matrix, y: &[f64], p: BoostParams, seed: u64) -> anyhow::Result<ModelKind> {
     let (intercept, base) = if p.linear_base {
-        linear::elastic_net(x, y, 0.01, 0.0)?
+        linear::ridge(x, y, 0.01)?
     } else {
         (y.iter().sum::<f64>() / y.len().max(1) as f64, Vec::new())
     };
