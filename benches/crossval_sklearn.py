@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, RegressorMixin, clone
-from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
+from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor, VotingRegressor
 from sklearn.linear_model import ElasticNet, Lasso, LinearRegression, Ridge
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
@@ -94,6 +94,11 @@ class LinearBaseBoosting(BaseEstimator, RegressorMixin):
 
 def candidates():
     sc = StandardScaler
+
+    def forest():
+        return RandomForestRegressor(n_estimators=40, max_depth=8, min_samples_leaf=5,
+                                     max_features=1 / 3, random_state=7)
+
     return [
         ("ols", make_pipeline(sc(), LinearRegression())),
         ("ridge(alpha=0.1)", make_pipeline(sc(), RidgeMeanScaled(0.1))),
@@ -108,9 +113,12 @@ def candidates():
         ("knn(k=50)", make_pipeline(sc(), KnnSubsampled(50))),
         ("gradient_boosting", make_pipeline(sc(), LinearBaseBoosting(False))),
         ("gradient_boosting(linear_base)", make_pipeline(sc(), LinearBaseBoosting(True))),
-        ("random_forest(trees=40;depth=8)", make_pipeline(sc(), RandomForestRegressor(
-            n_estimators=40, max_depth=8, min_samples_leaf=5, max_features=1 / 3,
-            random_state=7))),
+        ("random_forest(trees=40;depth=8)", make_pipeline(sc(), forest())),
+        ("ensemble(forest+boosting)", make_pipeline(sc(), VotingRegressor(
+            [("rf", forest()), ("gb", LinearBaseBoosting(False))]))),
+        ("ensemble(forest+boosting+polynomial_ridge)", make_pipeline(sc(), VotingRegressor(
+            [("rf", forest()), ("gb", LinearBaseBoosting(False)),
+             ("poly", RidgeMeanScaled(0.1, poly=True))]))),
     ]
 
 

@@ -128,6 +128,12 @@ pub enum ModelKind {
         /// The trees, each fitted on a bootstrap sample.
         trees: Vec<RegressionTree>,
     },
+    /// The mean of several models' predictions on the same inputs (averaging a forest and
+    /// boosted trees cancels part of their errors on workloads neither saw).
+    Ensemble {
+        /// The members; none may be [`ModelKind::UtilisationInterpolation`].
+        members: Vec<ModelKind>,
+    },
     /// Utilisation interpolation for nodes never metered: `idle + (max - idle) * u`, where
     /// `u = cpu_seconds_per_second / cpus`, clamped to [0, 1]. Uses the raw (unscaled) CPU feature.
     UtilisationInterpolation {
@@ -257,6 +263,13 @@ impl ModelKind {
             ModelKind::RandomForest { trees } => {
                 trees.iter().map(|t| t.predict(x)).sum::<f64>() / trees.len() as f64
             }
+            ModelKind::Ensemble { members } => {
+                let mut sum = 0.0;
+                for m in members {
+                    sum += m.predict_scaled(x)?;
+                }
+                sum / members.len() as f64
+            }
             ModelKind::UtilisationInterpolation { .. } => return None,
         })
     }
@@ -304,6 +317,18 @@ impl ModelKind {
                     return Err("a random forest without trees".into());
                 }
                 trees.iter().try_for_each(|t| t.check(inputs))
+            }
+            ModelKind::Ensemble { members } => {
+                if members.is_empty() {
+                    return Err("an ensemble without members".into());
+                }
+                if members
+                    .iter()
+                    .any(|m| matches!(m, ModelKind::UtilisationInterpolation { .. }))
+                {
+                    return Err("utilisation interpolation cannot be an ensemble member".into());
+                }
+                members.iter().try_for_each(|m| m.check(inputs))
             }
             ModelKind::UtilisationInterpolation { .. } => Ok(()),
         }
@@ -695,9 +720,22 @@ mod tests {
             ),
             (
                 ModelKind::RandomForest {
-                    trees: vec![tree.clone(), tree],
+                    trees: vec![tree.clone(), tree.clone()],
                 },
                 4.0,
+            ),
+            (
+                ModelKind::Ensemble {
+                    members: vec![
+                        ModelKind::RandomForest { trees: vec![tree] },
+                        ModelKind::Linear {
+                            intercept: 1.0,
+                            coefficients: vec![0.5, 1.0],
+                        },
+                    ],
+                },
+                // (4 + 3) / 2
+                3.5,
             ),
         ];
         for (kind, want) in cases {
@@ -745,6 +783,13 @@ mod tests {
                 trees: vec![looping],
             },
             ModelKind::RandomForest { trees: vec![] },
+            ModelKind::Ensemble { members: vec![] },
+            ModelKind::Ensemble {
+                members: vec![ModelKind::UtilisationInterpolation {
+                    cpus: 1.0,
+                    max_watts: 9.0,
+                }],
+            },
         ];
         for kind in bad {
             let file = ModelFile {

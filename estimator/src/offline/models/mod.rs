@@ -50,10 +50,12 @@ pub enum Candidate {
     Boosting(BoostParams),
     /// Random forest.
     Forest(ForestParams),
+    /// The mean of the members' predictions.
+    Ensemble(Vec<Candidate>),
 }
 
 /// Family names accepted by `--models`.
-pub const FAMILIES: [&str; 8] = [
+pub const FAMILIES: [&str; 9] = [
     "ols",
     "ridge",
     "lasso",
@@ -62,6 +64,7 @@ pub const FAMILIES: [&str; 8] = [
     "knn",
     "gradient_boosting",
     "random_forest",
+    "ensemble",
 ];
 
 impl Candidate {
@@ -76,6 +79,7 @@ impl Candidate {
             Candidate::Knn { .. } => FAMILIES[5],
             Candidate::Boosting(_) => FAMILIES[6],
             Candidate::Forest(_) => FAMILIES[7],
+            Candidate::Ensemble(_) => FAMILIES[8],
         }
     }
 
@@ -100,6 +104,10 @@ impl Candidate {
             Candidate::Forest(p) => {
                 format!("random_forest(trees={};depth={})", p.trees, p.tree.max_depth)
             }
+            Candidate::Ensemble(members) => format!(
+                "ensemble({})",
+                members.iter().map(Candidate::name).collect::<Vec<_>>().join("+")
+            ),
         }
     }
 
@@ -135,6 +143,12 @@ impl Candidate {
                 }
                 trees::forest(x, y, p, 7)
             }
+            Candidate::Ensemble(members) => ModelKind::Ensemble {
+                members: members
+                    .iter()
+                    .map(|m| m.fit(x, y))
+                    .collect::<anyhow::Result<_>>()?,
+            },
         })
     }
 }
@@ -163,6 +177,14 @@ pub fn default_candidates() -> Vec<Candidate> {
             subsample: 0.7,
         })
     };
+    let forest = Candidate::Forest(ForestParams {
+        trees: 40,
+        tree: TreeParams {
+            max_depth: 8,
+            min_leaf: 5,
+            features_per_split: 0,
+        },
+    });
     vec![
         Candidate::Ols,
         Candidate::Ridge { alpha: 0.1 },
@@ -179,14 +201,13 @@ pub fn default_candidates() -> Vec<Candidate> {
         Candidate::Knn { k: 50 },
         boost(false),
         boost(true),
-        Candidate::Forest(ForestParams {
-            trees: 40,
-            tree: TreeParams {
-                max_depth: 8,
-                min_leaf: 5,
-                features_per_split: 0,
-            },
-        }),
+        forest.clone(),
+        Candidate::Ensemble(vec![forest.clone(), boost(false)]),
+        Candidate::Ensemble(vec![
+            forest,
+            boost(false),
+            Candidate::Polynomial { alpha: 0.1 },
+        ]),
     ]
 }
 
