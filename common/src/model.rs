@@ -186,7 +186,13 @@ impl RegressionTree {
                     threshold,
                     left,
                     right,
-                } => i = if x[*feature] <= *threshold { *left } else { *right },
+                } => {
+                    i = if x[*feature] <= *threshold {
+                        *left
+                    } else {
+                        *right
+                    }
+                }
             }
         }
     }
@@ -206,7 +212,9 @@ impl RegressionTree {
                 } => {
                     let in_range = |c: &usize| *c > i && *c < self.nodes.len();
                     if *feature >= inputs || !threshold.is_finite() {
-                        return Err(format!("tree node {i} splits on input {feature} of {inputs}"));
+                        return Err(format!(
+                            "tree node {i} splits on input {feature} of {inputs}"
+                        ));
                     }
                     if !in_range(left) || !in_range(right) {
                         return Err(format!("tree node {i} has children {left}/{right}"));
@@ -291,7 +299,11 @@ impl ModelKind {
                 linear, quadratic, ..
             } => {
                 count("linear terms", linear.len(), inputs)?;
-                count("quadratic terms", quadratic.len(), inputs * (inputs + 1) / 2)
+                count(
+                    "quadratic terms",
+                    quadratic.len(),
+                    inputs * (inputs + 1) / 2,
+                )
             }
             ModelKind::NearestNeighbours { k, points, targets } => {
                 if *k == 0 || points.len() < *k || points.len() != targets.len() {

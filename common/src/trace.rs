@@ -30,7 +30,9 @@ pub struct TraceRow {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TraceError {
     /// The first line is not [`trace_header`].
-    #[error("{file}:1: header is not the trace CSV header\n  expected: {expected}\n  found:    {found}")]
+    #[error(
+        "{file}:1: header is not the trace CSV header\n  expected: {expected}\n  found:    {found}"
+    )]
     Header {
         /// File name.
         file: String,
@@ -225,7 +227,11 @@ pub fn write_trace(rows: &[TraceRow]) -> Result<String, TraceError> {
 /// without trailing zeros (`83`, `0.0544`, `6.4361991e+08`), as the shared traces are written.
 fn format_number(v: f64, digits: i32) -> String {
     if v == 0.0 || !v.is_finite() {
-        return if v.is_finite() { "0".into() } else { String::new() };
+        return if v.is_finite() {
+            "0".into()
+        } else {
+            String::new()
+        };
     }
     let magnitude = v.abs().log10().floor() as i32;
     if !(-5..digits).contains(&magnitude) {
@@ -407,13 +413,21 @@ mod tests {
         for r in &mut rows {
             r.features.set(Feature::CpuInstructionsPerSecond, Some(7.0));
         }
-        rows[0].features.set(Feature::CpuInstructionsPerSecond, None);
+        rows[0]
+            .features
+            .set(Feature::CpuInstructionsPerSecond, None);
         let status = column_status(rows.iter().map(|r| &r.features));
-        assert_eq!(status[Feature::CpuSecondsPerSecond.index()], ColumnStatus::Varies);
+        assert_eq!(
+            status[Feature::CpuSecondsPerSecond.index()],
+            ColumnStatus::Varies
+        );
         assert_eq!(
             status[Feature::CpuInstructionsPerSecond.index()],
             ColumnStatus::Constant(7.0)
         );
-        assert_eq!(status[Feature::MemoryUsedBytes.index()], ColumnStatus::AllEmpty);
+        assert_eq!(
+            status[Feature::MemoryUsedBytes.index()],
+            ColumnStatus::AllEmpty
+        );
     }
 }

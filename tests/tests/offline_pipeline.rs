@@ -92,7 +92,10 @@ fn openmetrics(t0: i64) -> String {
     );
     families.insert(
         "greenpipe_meter_power_watts",
-        ("gauge", vec![(series("meter=\"m0\",kind=\"um25c\""), power)]),
+        (
+            "gauge",
+            vec![(series("meter=\"m0\",kind=\"um25c\""), power)],
+        ),
     );
     let mut out = String::new();
     for (family, (kind, series)) in families {
@@ -147,7 +150,8 @@ fn dataset_train_validate_round_trip_through_prometheus() {
         .status()
         .expect("running promtool (scripts/setup.sh installs prometheus)");
     assert!(status.success(), "promtool backfill failed");
-    prom.spawn().expect("prometheus restarts on the backfilled data");
+    prom.spawn()
+        .expect("prometheus restarts on the backfilled data");
 
     let work = tempfile::tempdir().unwrap();
     let traces = work.path().join("traces");
@@ -188,7 +192,10 @@ fn dataset_train_validate_round_trip_through_prometheus() {
     let got_cpu = row.features.get(Feature::CpuSecondsPerSecond).unwrap();
     assert!((got_cpu - cpu).abs() < 1e-6 * cpu, "{got_cpu} vs {cpu}");
     let got_disk = row.features.get(Feature::DiskBytesPerSecond).unwrap();
-    assert!((got_disk - disk).abs() <= 1e-6 * disk.max(1.0), "{got_disk} vs {disk}");
+    assert!(
+        (got_disk - disk).abs() <= 1e-6 * disk.max(1.0),
+        "{got_disk} vs {disk}"
+    );
     assert_eq!(row.power_watts, Some(true_power(cpu, disk)));
     assert!(row.features.get(Feature::CpuCyclesPerSecond).is_some());
     assert_eq!(row.features.get(Feature::MemoryUsedBytes), None);
@@ -244,8 +251,13 @@ fn dataset_train_validate_round_trip_through_prometheus() {
 
     // The model file loads in the online estimator's reader and predicts from raw features.
     let file = ModelFile::from_json(&std::fs::read_to_string(&model).unwrap()).unwrap();
-    let m = file.select(NODE, &BTreeMap::new()).expect("model for the node");
-    assert!(m.attribution_weights.iter().all(|w| w.watts_per_unit >= 0.0));
+    let m = file
+        .select(NODE, &BTreeMap::new())
+        .expect("model for the node");
+    assert!(m
+        .attribution_weights
+        .iter()
+        .all(|w| w.watts_per_unit >= 0.0));
     let mut x = FeatureValues::default();
     x.set(Feature::CpuSecondsPerSecond, Some(2.0));
     x.set(Feature::DiskBytesPerSecond, Some(2e7));
@@ -253,7 +265,11 @@ fn dataset_train_validate_round_trip_through_prometheus() {
     let watts = m.predict(&x).unwrap();
     let want = true_power(2.0, 2e7);
     assert!((watts - want).abs() < 0.05 * want, "{watts} vs {want}");
-    assert!((m.idle_power_watts - 30.0).abs() < 3.0, "idle {}", m.idle_power_watts);
+    assert!(
+        (m.idle_power_watts - 30.0).abs() < 3.0,
+        "idle {}",
+        m.idle_power_watts
+    );
 }
 
 fn write(dir: &Path, name: &str, body: &str) -> String {
@@ -268,7 +284,11 @@ fn bad_traces_are_refused_with_file_and_line() {
     let h = trace_header();
     let good_row = |t: i64| format!("{t},n,w,10,1,,,,,,,,");
     let cases = [
-        ("header.csv", format!("timestamp,power\n{}\n", good_row(1)), "header.csv:1:"),
+        (
+            "header.csv",
+            format!("timestamp,power\n{}\n", good_row(1)),
+            "header.csv:1:",
+        ),
         (
             "cell.csv",
             format!("{h}\n{}\n1,n,w,ten,1,,,,,,,,\n", good_row(0)),
@@ -288,7 +308,13 @@ fn bad_traces_are_refused_with_file_and_line() {
     let out_model = dir.path().join("m.json");
     for (name, body, expected) in cases {
         let path = write(dir.path(), name, &body);
-        let out = estimator(&["train", "--traces", &path, "--out", out_model.to_str().unwrap()]);
+        let out = estimator(&[
+            "train",
+            "--traces",
+            &path,
+            "--out",
+            out_model.to_str().unwrap(),
+        ]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{name}");
         assert!(stderr.contains(expected), "{name}: {stderr}");
@@ -341,7 +367,10 @@ fn bad_traces_are_refused_with_file_and_line() {
     assert!(out.status.success());
     let md = std::fs::read_to_string(report.join("report.md")).unwrap();
     assert!(md.contains("memory_used_bytes is constant"), "{md}");
-    assert!(md.contains("cpu_cycles_per_second is empty in every trace"), "{md}");
+    assert!(
+        md.contains("cpu_cycles_per_second is empty in every trace"),
+        "{md}"
+    );
     let file = ModelFile::from_json(&std::fs::read_to_string(&out_model).unwrap()).unwrap();
     assert_eq!(
         file.models[0].required_features(),

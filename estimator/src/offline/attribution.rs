@@ -118,7 +118,12 @@ mod tests {
                 .sum::<f64>()
         };
         for i in [0, 50, 199] {
-            assert!((predicted(i) - y[i]).abs() < 1e-3, "{} vs {}", predicted(i), y[i]);
+            assert!(
+                (predicted(i) - y[i]).abs() < 1e-3,
+                "{} vs {}",
+                predicted(i),
+                y[i]
+            );
         }
     }
 }

@@ -103,7 +103,10 @@ impl ValidateCli {
             traces: self.traces,
             report: self.report.clone(),
         })?;
-        for r in rows.iter().filter(|r| r.workload == crate::offline::report::ALL) {
+        for r in rows
+            .iter()
+            .filter(|r| r.workload == crate::offline::report::ALL)
+        {
             eprintln!("{} {}: MAPE {:.2} %", r.node, r.model, r.score.mape_percent);
         }
         eprintln!("wrote {}", self.report.display());

@@ -151,7 +151,10 @@ fn node(s: &NodeSamples, args: &CrossvalArgs) -> anyhow::Result<NodeCrossval> {
                     .total_cmp(&mean(&per_candidate[b]).mape_percent)
             });
         let Some(best) = best else {
-            notes.push(format!("{}: no candidate fitted without {}", s.node, s.groups[g]));
+            notes.push(format!(
+                "{}: no candidate fitted without {}",
+                s.node, s.groups[g]
+            ));
             continue;
         };
         if let Ok(r) = &results[outer_of[gi][best]] {
@@ -183,7 +186,10 @@ fn markdown(nodes: &[NodeSamples], out: &[NodeCrossval], o: &OfflineOptions) -> 
          Workloads matching `{}` always stay in training. Baselines: `{}` and `{}` \
          (workloads matching `{}`).\n",
         o.folds,
-        o.always_train.as_ref().map(Regex::as_str).unwrap_or("(none)"),
+        o.always_train
+            .as_ref()
+            .map(Regex::as_str)
+            .unwrap_or("(none)"),
         baselines::CPU_ONLY,
         baselines::STRESS_ONLY,
         o.stress_pattern.as_str()
@@ -193,7 +199,11 @@ fn markdown(nodes: &[NodeSamples], out: &[NodeCrossval], o: &OfflineOptions) -> 
         let _ = writeln!(
             md,
             "Features: {}. Samples: {}. Workload groups: {}.\n",
-            s.features.iter().map(|f| f.column()).collect::<Vec<_>>().join(", "),
+            s.features
+                .iter()
+                .map(|f| f.column())
+                .collect::<Vec<_>>()
+                .join(", "),
             s.y.len(),
             s.groups.join(", ")
         );
@@ -239,4 +249,3 @@ fn markdown(nodes: &[NodeSamples], out: &[NodeCrossval], o: &OfflineOptions) -> 
     }
     md
 }
-

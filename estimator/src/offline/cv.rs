@@ -142,7 +142,10 @@ mod tests {
                 scored.extend(sp.test_groups.clone());
             }
             scored.sort();
-            assert_eq!(scored, pool, "every pool group scored exactly once (k = {k})");
+            assert_eq!(
+                scored, pool,
+                "every pool group scored exactly once (k = {k})"
+            );
         }
     }
 }

@@ -50,9 +50,17 @@ pub struct DatasetArgs {
 /// The node-level PromQL of a feature for `node`, with `rate` window `w`.
 pub fn feature_query(f: Feature, node: &str, w: &str) -> String {
     let sel = format!("{}=\"{}\"", label::NODE, escape(node));
-    let keys = format!("{}, {}, {}", label::NODE, label::CONTAINER_ID, label::POD_UID);
+    let keys = format!(
+        "{}, {}, {}",
+        label::NODE,
+        label::CONTAINER_ID,
+        label::POD_UID
+    );
     let containers = |metric: &str| {
-        format!("sum by ({}) (max by ({keys}) (rate({metric}{{{sel}}}[{w}])))", label::NODE)
+        format!(
+            "sum by ({}) (max by ({keys}) (rate({metric}{{{sel}}}[{w}])))",
+            label::NODE
+        )
     };
     match f {
         // guest time is already inside user time in /proc/stat.
@@ -132,7 +140,10 @@ pub fn run(args: DatasetArgs) -> anyhow::Result<()> {
 /// Queries every series and aligns them into trace rows (one per step with any value).
 pub async fn extract(args: &DatasetArgs) -> anyhow::Result<Vec<TraceRow>> {
     let client = reqwest::Client::new();
-    let url = format!("{}/api/v1/query_range", args.prometheus_url.trim_end_matches('/'));
+    let url = format!(
+        "{}/api/v1/query_range",
+        args.prometheus_url.trim_end_matches('/')
+    );
     let query = |promql: String| {
         let client = client.clone();
         let url = url.clone();
@@ -235,7 +246,10 @@ mod tests {
     fn matrix_answer_is_parsed_and_nan_dropped() {
         let body = serde_json::json!({"status": "success", "data": {"resultType": "matrix",
             "result": [{"metric": {"node": "a"}, "values": [[1.5, "2"], [2.5, "NaN"], [3.5, "4.25"]]}]}});
-        assert_eq!(parse_matrix(&body).unwrap(), vec![(1500, 2.0), (3500, 4.25)]);
+        assert_eq!(
+            parse_matrix(&body).unwrap(),
+            vec![(1500, 2.0), (3500, 4.25)]
+        );
         let empty = serde_json::json!({"status": "success", "data": {"resultType": "matrix", "result": []}});
         assert!(parse_matrix(&empty).unwrap().is_empty());
         let err = serde_json::json!({"status": "error", "error": "bad"});
@@ -245,7 +259,10 @@ mod tests {
     #[test]
     fn queries_name_the_node_and_the_contract_metrics() {
         let q = feature_query(Feature::CpuSecondsPerSecond, "pi-1", "5s");
-        assert!(q.contains("greenpipe_node_cpu_seconds_total{node=\"pi-1\",mode!~"), "{q}");
+        assert!(
+            q.contains("greenpipe_node_cpu_seconds_total{node=\"pi-1\",mode!~"),
+            "{q}"
+        );
         let q = feature_query(Feature::CpuCyclesPerSecond, "a\"b", "5s");
         assert!(q.contains("node=\"a\\\"b\""), "{q}");
         assert!(power_query("pi-1", "5s").contains("greenpipe_meter_power_watts{node=\"pi-1\"}"));

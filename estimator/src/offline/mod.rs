@@ -96,7 +96,9 @@ impl OfflineOptions {
                 })
             })
             .collect();
-        let holdable = (0..s.groups.len()).filter(|g| !always.contains(g)).collect();
+        let holdable = (0..s.groups.len())
+            .filter(|g| !always.contains(g))
+            .collect();
         Ok((holdable, always))
     }
 }

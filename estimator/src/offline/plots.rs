@@ -28,7 +28,9 @@ pub fn fonts() -> anyhow::Result<()> {
                 .iter()
                 .find_map(|p| std::fs::read(p).ok())
                 .ok_or_else(|| {
-                    format!("no font for plot labels (tried {FONT_PATHS:?}; install fonts-dejavu-core)")
+                    format!(
+                        "no font for plot labels (tried {FONT_PATHS:?}; install fonts-dejavu-core)"
+                    )
                 })?;
             // plotters keeps registered fonts for the life of the process.
             let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
@@ -150,7 +152,11 @@ pub fn held_out(
             }
             let pick = |f: &dyn Fn(usize) -> f64| ks.iter().map(|&k| f(k)).collect::<Vec<f64>>();
             time_series(
-                &dir.join(format!("{}__{}__{tag}.png", slug(&s.node), slug(&trace.workload))),
+                &dir.join(format!(
+                    "{}__{}__{tag}.png",
+                    slug(&s.node),
+                    slug(&trace.workload)
+                )),
                 &format!("{} / {}: measured vs {label}", s.node, trace.workload),
                 &pick(&|k| s.timestamp[r.rows[k]]),
                 &pick(&|k| s.y[r.rows[k]]),

@@ -75,8 +75,9 @@ pub fn all_table(rows: &[SummaryRow]) -> String {
             .partial_cmp(&(b.node.as_str(), b.score.mape_percent))
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    let mut out =
-        String::from("| node | model | MAPE % | MAE W | RMSE W | R² |\n|---|---|---|---|---|---|\n");
+    let mut out = String::from(
+        "| node | model | MAPE % | MAE W | RMSE W | R² |\n|---|---|---|---|---|---|\n",
+    );
     for r in all {
         let s = &r.score;
         let _ = writeln!(
@@ -116,13 +117,20 @@ pub fn workload_table(rows: &[SummaryRow], node: &str, models: &[&str]) -> Strin
 
 /// Creates the report directory.
 pub fn create_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating report directory {}", dir.display()))
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating report directory {}", dir.display()))
 }
 
 /// A file-name-safe version of a label.
 pub fn slug(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 

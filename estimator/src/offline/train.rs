@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use greenpipe_common::model::{ModelFile, NodeModel, NodeSelector, Scores, TrainingInfo, SCHEMA_VERSION};
+use greenpipe_common::model::{
+    ModelFile, NodeModel, NodeSelector, Scores, TrainingInfo, SCHEMA_VERSION,
+};
 
 use crate::offline::evaluate::{self, GroupResult, Job, Spec};
 use crate::offline::metrics::{mean, Score};
@@ -159,8 +161,12 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
         cv_mape_percent: Some(best_score.mape_percent),
         ..Default::default()
     };
-    scores.extra.insert("cv_mae_watts".into(), best_score.mae_watts);
-    scores.extra.insert("cv_rmse_watts".into(), best_score.rmse_watts);
+    scores
+        .extra
+        .insert("cv_mae_watts".into(), best_score.mae_watts);
+    scores
+        .extra
+        .insert("cv_rmse_watts".into(), best_score.rmse_watts);
     if best_score.r2.is_finite() {
         scores.extra.insert("cv_r2".into(), best_score.r2);
     }
@@ -328,7 +334,11 @@ mod tests {
         assert!((raw[1] - 3e-8).abs() < 1e-12, "{raw:?}");
         assert!((raw_intercept - 40.0).abs() < 1e-6, "{raw_intercept}");
         // The attribution fit sees the same non-negative truth.
-        assert!((m.idle_power_watts - 40.0).abs() < 1e-3, "{}", m.idle_power_watts);
+        assert!(
+            (m.idle_power_watts - 40.0).abs() < 1e-3,
+            "{}",
+            m.idle_power_watts
+        );
         assert!((m.attribution_weights[0].watts_per_unit - 12.0).abs() < 1e-3);
         assert!((m.attribution_weights[1].watts_per_unit - 3e-8).abs() < 1e-11);
         // Baselines are scored beside the candidates.

@@ -102,11 +102,18 @@ impl Candidate {
                 p.tree.max_depth
             ),
             Candidate::Forest(p) => {
-                format!("random_forest(trees={};depth={})", p.trees, p.tree.max_depth)
+                format!(
+                    "random_forest(trees={};depth={})",
+                    p.trees, p.tree.max_depth
+                )
             }
             Candidate::Ensemble(members) => format!(
                 "ensemble({})",
-                members.iter().map(Candidate::name).collect::<Vec<_>>().join("+")
+                members
+                    .iter()
+                    .map(Candidate::name)
+                    .collect::<Vec<_>>()
+                    .join("+")
             ),
         }
     }
@@ -213,9 +220,16 @@ pub fn default_candidates() -> Vec<Candidate> {
 
 /// The default grid restricted to the comma-separated families in `list`.
 pub fn parse_models(list: &str) -> anyhow::Result<Vec<Candidate>> {
-    let wanted: Vec<&str> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let wanted: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
     if let Some(bad) = wanted.iter().find(|w| !FAMILIES.contains(w)) {
-        bail!("unknown model family {bad:?}; known: {}", FAMILIES.join(", "));
+        bail!(
+            "unknown model family {bad:?}; known: {}",
+            FAMILIES.join(", ")
+        );
     }
     if wanted.is_empty() {
         bail!("--models is empty; known: {}", FAMILIES.join(", "));

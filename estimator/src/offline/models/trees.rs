@@ -346,7 +346,10 @@ mod tests {
         for m in [gb, rf] {
             let lo = m.predict_scaled(&[0.1, 1.0]).unwrap();
             let hi = m.predict_scaled(&[0.95, 1.0]).unwrap();
-            assert!((lo - 10.0).abs() < 0.5 && (hi - 30.0).abs() < 0.5, "{lo} {hi}");
+            assert!(
+                (lo - 10.0).abs() < 0.5 && (hi - 30.0).abs() < 0.5,
+                "{lo} {hi}"
+            );
         }
     }
 
