@@ -38,9 +38,12 @@ fn true_power(cpu: f64, disk: f64) -> f64 {
     30.0 + 8.0 * cpu + 2e-7 * disk
 }
 
+/// Metric family → (type, series labels → (timestamp, value) points).
+type Families<'a> = BTreeMap<&'a str, (&'a str, Vec<(String, Vec<(i64, f64)>)>)>;
+
 /// OpenMetrics text of three workload runs starting at `t0`.
 fn openmetrics(t0: i64) -> String {
-    let mut families: BTreeMap<&str, (&str, Vec<(String, Vec<(i64, f64)>)>)> = BTreeMap::new();
+    let mut families: Families = BTreeMap::new();
     let series = |labels: &str| format!("{{node=\"{NODE}\",{labels}}}");
     let mut user = Vec::new();
     let mut idle = Vec::new();

@@ -15,10 +15,10 @@ pub fn nnls(a: &Matrix, b: &[f64]) -> Vec<f64> {
     let p = a.cols;
     let mut gram = vec![0.0; p * p];
     let mut atb = vec![0.0; p];
-    for i in 0..a.rows {
+    for (i, bi) in b.iter().enumerate().take(a.rows) {
         let row = a.row(i);
         for j in 0..p {
-            atb[j] += row[j] * b[i];
+            atb[j] += row[j] * bi;
             for k in 0..p {
                 gram[j * p + k] += row[j] * row[k];
             }

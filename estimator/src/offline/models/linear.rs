@@ -63,11 +63,11 @@ pub fn ridge(x: &Matrix, y: &[f64], alpha: f64) -> anyhow::Result<(f64, Vec<f64>
     let mut gram = vec![0.0; p * p];
     let mut xty = vec![0.0; p];
     let mut centred = vec![0.0; p];
-    for i in 0..n {
+    for (i, yi) in y.iter().enumerate().take(n) {
         for ((c, v), m) in centred.iter_mut().zip(x.row(i)).zip(&mean) {
             *c = v - m;
         }
-        let yc = y[i] - y_mean;
+        let yc = yi - y_mean;
         for j in 0..p {
             xty[j] += centred[j] * yc / nf;
             for k in j..p {
