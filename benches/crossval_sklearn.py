@@ -37,7 +37,7 @@ def group_of(workload):
     return re.sub(r"_(run|series)\d+$", "", workload)
 
 
-class RidgeMeanScaled(BaseEstimator, RegressorMixin):
+class RidgeMeanScaled(RegressorMixin, BaseEstimator):
     """Ridge with the penalty scaled like our elastic net: 1/(2n)|y-Xw|^2 + alpha/2 |w|^2."""
 
     def __init__(self, alpha=1.0, poly=False):
@@ -55,7 +55,7 @@ class RidgeMeanScaled(BaseEstimator, RegressorMixin):
         return self.m_.predict(X)
 
 
-class KnnSubsampled(BaseEstimator, RegressorMixin):
+class KnnSubsampled(RegressorMixin, BaseEstimator):
     """kNN on at most 2000 evenly spaced training rows, as ours stores."""
 
     def __init__(self, k=10):
@@ -70,7 +70,7 @@ class KnnSubsampled(BaseEstimator, RegressorMixin):
         return self.m_.predict(X)
 
 
-class LinearBaseBoosting(BaseEstimator, RegressorMixin):
+class LinearBaseBoosting(RegressorMixin, BaseEstimator):
     """Ridge line, then histogram gradient boosting on its residuals."""
 
     def __init__(self, linear_base=False):
