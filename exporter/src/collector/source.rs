@@ -9,9 +9,37 @@ use std::path::{Path, PathBuf};
 use super::CollectError;
 
 /// Reads `path` into `buf`, replacing its contents.
+///
+/// `File::read_to_string` asks for the file's size first (`statx` + `lseek`), which kernel
+/// files do not know, and then reads until a read returns 0. Here a read that does not fill the
+/// buffer ends the file: seq_file (procfs, cgroupfs), sysfs and regular files only return short
+/// at the end. That is 4 system calls per file instead of 6, which matters at 100 containers ×
+/// 4 files per cycle.
 pub fn read_into(path: &Path, buf: &mut String) -> std::io::Result<()> {
-    buf.clear();
-    std::fs::File::open(path)?.read_to_string(buf)?;
+    let mut file = std::fs::File::open(path)?;
+    let mut bytes = std::mem::take(buf).into_bytes();
+    bytes.clear();
+    bytes.resize(bytes.capacity().max(4096), 0);
+    let mut len = 0;
+    loop {
+        if len == bytes.len() {
+            bytes.resize(len * 2, 0);
+        }
+        let room = bytes.len() - len;
+        match file.read(&mut bytes[len..]) {
+            Ok(0) => break,
+            Ok(n) if n < room => {
+                len += n;
+                break;
+            }
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    bytes.truncate(len);
+    *buf = String::from_utf8(bytes)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     Ok(())
 }
 
@@ -50,7 +78,21 @@ impl TextFile {
     }
 }
 
-/// Parses a `Key: value [kB]` or `key value` line's numeric value; `None` if malformed.
-pub fn parse_u64(text: &str) -> Option<u64> {
-    text.trim().parse().ok()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_small_and_large_files_into_the_same_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = "x".repeat(10_000);
+        std::fs::write(dir.path().join("big"), &big).unwrap();
+        std::fs::write(dir.path().join("small"), "42\n").unwrap();
+        let mut buf = String::new();
+        read_into(&dir.path().join("big"), &mut buf).unwrap();
+        assert_eq!(buf, big);
+        read_into(&dir.path().join("small"), &mut buf).unwrap();
+        assert_eq!(buf, "42\n");
+        assert!(read_into(&dir.path().join("missing"), &mut buf).is_err());
+    }
 }

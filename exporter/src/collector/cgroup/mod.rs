@@ -90,6 +90,8 @@ struct Tracked {
     io: Option<(PathBuf, IoFile)>,
     last_cpu: Option<f64>,
     last_io: Option<IoBytes>,
+    /// The process whose network namespace was last looked up, and that namespace.
+    netns: Option<(u32, Option<String>)>,
 }
 
 fn first_existing<T: Copy>(candidates: &[(Option<&Path>, &str, T)]) -> Option<(PathBuf, T)> {
@@ -136,6 +138,7 @@ impl Tracked {
             ]),
             last_cpu: None,
             last_io: None,
+            netns: None,
         }
     }
 }
@@ -237,16 +240,18 @@ impl CgroupCollector {
                     .containers
                     .entry(id)
                     .or_insert_with(|| Tracked::new(cref, hierarchy, &rel, layout));
-                if t.hierarchy == hierarchy {
-                    if t.seen != self.cycle {
-                        t.seen = self.cycle;
-                        t.proc_dirs.clear();
-                    }
-                    if top {
-                        t.nested = enclosing.is_some();
-                    }
-                    t.proc_dirs.push(dir.clone());
+                if t.hierarchy != hierarchy {
+                    // Already found in the v2 tree: its v1 subtree adds nothing.
+                    continue;
                 }
+                if t.seen != self.cycle {
+                    t.seen = self.cycle;
+                    t.proc_dirs.clear();
+                }
+                if top {
+                    t.nested = enclosing.is_some();
+                }
+                t.proc_dirs.push(dir.clone());
             }
             // A cgroupfs (and ext4, tmpfs) directory's link count is 2 + its subdirectories: skip
             // listing leaves. Some filesystems (btrfs) always say 1; those are listed.
@@ -393,7 +398,15 @@ impl Collector for CgroupCollector {
             sums.processes += processes;
             if let Some(pid) = first_pid {
                 let proc_pid = self.procfs.join(pid.to_string());
-                if let Some(ns) = netns_of(&proc_pid) {
+                let ns = match &t.netns {
+                    Some((p, ns)) if *p == pid => ns.clone(),
+                    _ => {
+                        let ns = netns_of(&proc_pid);
+                        t.netns = Some((pid, ns.clone()));
+                        ns
+                    }
+                };
+                if let Some(ns) = ns {
                     let own = self.host_netns.as_ref().is_some_and(|h| *h != ns);
                     if own
                         && self.netns_seen.insert(ns)
