@@ -8,7 +8,7 @@
 //! 1. CPU time per collection cycle (collect + encode, default collectors), in process, with
 //!    `getrusage(RUSAGE_THREAD)` around N cycles; and the same with `--collector.process`;
 //! 2. the release binary's CPU per scrape (collection interval 1 h, so scrapes are all it does)
-//!    and its resident memory after a minute of 1 s cycles... shortened to 15 cycles here;
+//!    and its resident memory after 15 one-second cycles;
 //! 3. Debian's `prometheus-node-exporter` (default collectors) on a loopback port: CPU per
 //!    scrape, from `/proc/<pid>/stat` before and after N scrapes; and the ratio.
 
