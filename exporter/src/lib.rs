@@ -6,10 +6,13 @@
 //! tick on its own thread and publishes an encoded [`metrics::MetricSet`]; [`http`] serves the
 //! last published text. Scrapes never trigger collection work.
 
+pub mod bpf;
+pub mod cgroup_ids;
 pub mod collector;
 pub mod config;
 pub mod container_id;
 pub mod http;
+pub mod meter;
 pub mod metrics;
 pub mod paths;
 pub mod sampler;
