@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use greenpipe_common::names::{container, exporter, label, node, SYSTEM_CONTAINER};
+use greenpipe_common::names::{container, exporter, label, node, source, SYSTEM_CONTAINER};
 use greenpipe_tests::cgroup::{container_id, unified_root, TestCgroup};
 use greenpipe_tests::scrape::{fetch, sample, samples};
 use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard};
@@ -48,11 +48,12 @@ impl Scraper {
     }
 }
 
+/// The cgroup-sourced CPU seconds of a container (the eBPF collector adds `source="bpf"`).
 fn container_cpu(text: &str, id: &str) -> Option<f64> {
     sample(
         text,
         container::CPU_SECONDS_TOTAL,
-        &[(label::CONTAINER_ID, id)],
+        &[(label::CONTAINER_ID, id), (label::SOURCE, source::CGROUP)],
     )
 }
 
@@ -115,7 +116,10 @@ fn container_cpu_tracks_cpu_stat_and_is_not_system() {
     let k1 = usage_seconds(&dir);
     let mid = scraper.fresh();
     let k2 = usage_seconds(&dir);
-    let e = container_cpu(&mid, &id).expect("container series during load");
+    let e = container_cpu(&mid, &id).unwrap_or_else(|| {
+        let ours: Vec<&str> = mid.lines().filter(|l| l.contains(id.as_str())).collect();
+        panic!("no single cgroup CPU series for {id} during load: {ours:#?}")
+    });
     assert!(
         k1 <= e + 1e-6 && e <= k2 + 1e-6,
         "exporter {e} s outside kernel readings [{k1}, {k2}] s"
@@ -145,7 +149,15 @@ fn container_cpu_tracks_cpu_stat_and_is_not_system() {
     let d_node = delta(&node_busy);
     let d_container = delta(&|t: &str| container_cpu(t, &id).unwrap());
     let d_system = delta(&|t: &str| container_cpu(t, SYSTEM_CONTAINER).unwrap());
-    let d_containers = delta(&|t: &str| samples(t, container::CPU_SECONDS_TOTAL, &[]).iter().sum());
+    let d_containers = delta(&|t: &str| {
+        samples(
+            t,
+            container::CPU_SECONDS_TOTAL,
+            &[(label::SOURCE, source::CGROUP)],
+        )
+        .iter()
+        .sum()
+    });
     eprintln!("Δnode busy {d_node:.2} s, Δcontainer {d_container:.2} s, Δsystem {d_system:.2} s");
     assert!(
         d_system <= d_node - d_container + 0.25 * d_container,
