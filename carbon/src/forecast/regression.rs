@@ -11,7 +11,7 @@ use super::ridge::Ridge;
 use crate::series::Hourly;
 
 /// Number of features.
-pub const FEATURES: usize = 14;
+pub const FEATURES: usize = 18;
 /// History used when fitting for live forecasts (8 weeks).
 pub const TRAINING_HOURS: usize = 24 * 56;
 /// Per-sample forgetting factor: weight halves after ≈ 690 h (≈ 4 weeks).
@@ -52,26 +52,43 @@ pub fn features(y: &Hourly, o: usize, h: usize) -> Option<([f64; FEATURES], f64)
     if m < 5 {
         return None;
     }
-    let last = y.get(o)?;
+    let (mut wsum, mut wn) = (0.0, 0);
+    for i in o - 167..=o {
+        if let Some(v) = y.get(i) {
+            wsum += v;
+            wn += 1;
+        }
+    }
+    if wn < 120 {
+        return None;
+    }
+    let r = |v: f64| ((v + 1.0) / (scale + 1.0)).ln();
     let ts = y.start + 3600 * t;
     let hod = (ts / 3600).rem_euclid(24) as f64;
     let dow = (ts.div_euclid(86400) + 4).rem_euclid(7); // Sunday = 0: 1970-01-01 was a Thursday
     let angle = std::f64::consts::TAU * hod / 24.0;
+    let (sin, cos) = angle.sin_cos();
+    let yesterday = r(y.get(t - day)?);
+    let profile = r(same_hour / m as f64);
     let x = [
         1.0,
-        last / scale,
-        y.get(o - 1)? / scale,
-        y.get(o - 2)? / scale,
-        y.get(t - day)? / scale,
-        y.get(t - day - 24)? / scale,
-        same_hour / m as f64 / scale,
-        y.get(t - week)? / scale,
-        (last - y.get(o - 24)?) / scale,
-        angle.sin(),
-        angle.cos(),
+        r(y.get(o)?),
+        r(y.get(o - 1)?),
+        r(y.get(o - 2)?),
+        yesterday,
+        r(y.get(t - day - 24)?),
+        profile,
+        r(y.get(t - week)?),
+        r(wsum / wn as f64),
+        sin,
+        cos,
         (2.0 * angle).sin(),
         (2.0 * angle).cos(),
         if dow == 0 || dow == 6 { 1.0 } else { 0.0 },
+        yesterday * sin,
+        yesterday * cos,
+        profile * sin,
+        profile * cos,
     ];
     Some((x, scale))
 }
@@ -88,7 +105,7 @@ impl Regression {
         let max_h = super::MAX_HORIZON_HOURS + 24;
         let weights = (1..=max_h)
             .map(|h| {
-                let mut r = Ridge::new(FEATURES, FORGET);
+                let mut r = Ridge::new(FEATURES, exp_f("F", FORGET));
                 let first = o.saturating_sub(window);
                 for s in first..=o.saturating_sub(h) {
                     if s + h > o {
@@ -96,7 +113,7 @@ impl Regression {
                     }
                     Online::add_sample(&mut r, y, s, h);
                 }
-                (r.weight() >= MIN_WEIGHT).then(|| r.solve(LAMBDA)).flatten()
+                (r.weight() >= MIN_WEIGHT).then(|| r.solve(exp_f("L", LAMBDA))).flatten()
             })
             .collect();
         Regression { weights }
@@ -109,10 +126,20 @@ impl Regression {
     }
 }
 
+/// Targets and lags are modelled as ln((v+1)/(scale+1)): squared error in log space is close to
+/// squared relative error, which is what MAPE scores, and the +1 keeps zero readings finite.
+fn to_log_ratio(v: f64, scale: f64) -> f64 {
+    ((v.max(0.0) + 1.0) / (scale + 1.0)).ln()
+}
+
+fn from_log_ratio(r: f64, scale: f64) -> f64 {
+    ((scale + 1.0) * r.exp() - 1.0).max(0.0)
+}
+
 fn predict_with(w: &[f64], y: &Hourly, o: usize, h: usize) -> Option<f64> {
     let (x, scale) = features(y, o, h)?;
-    let v = x.iter().zip(w).map(|(a, b)| a * b).sum::<f64>() * scale;
-    Some(v.max(0.0))
+    let log_ratio = x.iter().zip(w).map(|(a, b)| a * b).sum::<f64>();
+    Some(from_log_ratio(log_ratio, scale))
 }
 
 /// One horizon's model updated hour by hour as the origin rolls forward (for backtests):
@@ -127,12 +154,12 @@ pub struct Online {
 impl Online {
     /// A model for horizon `h`.
     pub fn new(h: usize) -> Self {
-        Online { h, ridge: Ridge::new(FEATURES, FORGET), weights: None }
+        Online { h, ridge: Ridge::new(FEATURES, exp_f("F", FORGET)), weights: None }
     }
 
     fn add_sample(r: &mut Ridge, y: &Hourly, s: usize, h: usize) {
         if let (Some((x, scale)), Some(target)) = (features(y, s, h), y.get((s + h) as i64)) {
-            r.add(&x, target / scale);
+            r.add(&x, to_log_ratio(target, scale));
         }
     }
 
@@ -142,7 +169,7 @@ impl Online {
             Self::add_sample(&mut self.ridge, y, s, self.h);
         }
         if self.weights.is_none() || o % 24 == 0 {
-            self.weights = (self.ridge.weight() >= MIN_WEIGHT).then(|| self.ridge.solve(LAMBDA)).flatten();
+            self.weights = (self.ridge.weight() >= MIN_WEIGHT).then(|| self.ridge.solve(exp_f("L", LAMBDA))).flatten();
         }
     }
 
@@ -150,4 +177,8 @@ impl Online {
     pub fn predict(&self, y: &Hourly, o: usize) -> Option<f64> {
         predict_with(self.weights.as_ref()?, y, o, self.h)
     }
+}
+
+fn exp_f(k: &str, d: f64) -> f64 {
+    std::env::var(format!("GP_EXP_{k}")).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
 }
