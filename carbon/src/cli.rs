@@ -244,7 +244,7 @@ async fn zone_forecasts(s: &SourceArgs) -> Result<(controller::ZoneForecasts, i6
 
 async fn run_intensity(a: IntensityArgs) -> Result<()> {
     let (zf, now) = zone_forecasts(&a.source).await?;
-    let samples = controller::samples(&zf, now, &a.horizons);
+    let samples = controller::samples(&zf, now, &a.horizons, crate::time::now() * 1000);
     match &a.remote_write_url {
         Some(url) => {
             RemoteWrite::new(http()?, url.clone()).write(&samples).await?;

@@ -96,10 +96,12 @@ pub async fn forecast_all(client: &reqwest::Client, sources: &[ZoneSource], cred
     out
 }
 
-/// Samples of the intensity metric: latest actual per zone, and forecasts at `horizons` hours.
-pub fn samples(z: &ZoneForecasts, now: i64, horizons: &[i64]) -> Vec<Sample> {
+/// Samples of the intensity metric: latest actual per zone, and forecasts at `horizons` hours
+/// after `now`, all stamped `stamp_ms` (the wall clock when written: Prometheus refuses samples
+/// far in the past, and a replay with `--at` is still "what we believed when we wrote it").
+pub fn samples(z: &ZoneForecasts, now: i64, horizons: &[i64], stamp_ms: i64) -> Vec<Sample> {
     use names::carbon::*;
-    let ts = now * 1000;
+    let ts = stamp_ms;
     let mut out = Vec::new();
     for (zone, (source, value)) in &z.actuals {
         if let Some(v) = value {
@@ -203,10 +205,11 @@ pub async fn run(settings: Settings, sink: Option<&(impl SampleSink + Sync)>) ->
             }
         }
         if let Some(sink) = sink {
-            let mut s = samples(&zf, now, &[1, 2, 6, 12, 24, 48]);
+            let stamp = crate::time::now() * 1000;
+            let mut s = samples(&zf, now, &[1, 2, 6, 12, 24, 48], stamp);
             for st in &states {
                 if let Some(z) = &st.zone {
-                    s.push(Sample::new(names::carbon::NODE_GRID_ZONE_INFO, &[(names::label::NODE, &st.name), (names::carbon::ZONE, z)], 1.0, now * 1000));
+                    s.push(Sample::new(names::carbon::NODE_GRID_ZONE_INFO, &[(names::label::NODE, &st.name), (names::carbon::ZONE, z)], 1.0, stamp));
                 }
             }
             if let Err(e) = sink.write(&s).await {
@@ -216,9 +219,11 @@ pub async fn run(settings: Settings, sink: Option<&(impl SampleSink + Sync)>) ->
         if settings.once {
             return Ok(());
         }
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_secs(settings.interval.max(1) as u64)) => {}
             _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = term.recv() => return Ok(()),
         }
     }
 }
