@@ -10,6 +10,7 @@ packages=(
   victoria-metrics                # second remote-write receiver in tests
   stress-ng                       # real load in tests and benches
   iproute2 procps curl jq python3 python3-venv
+  fonts-dejavu-core               # text in the carbon backtest plots (plotters ab_glyph)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -59,20 +59,35 @@ struct SourceArgs {
 
 impl SourceArgs {
     fn credentials(&self) -> Result<Credentials> {
-        let uses = |f: fn(&crate::sources::Provider) -> bool| self.sources.iter().any(|s| f(&s.provider));
-        let electricity_maps_token = if uses(|p| matches!(p, crate::sources::Provider::ElectricityMaps(_))) {
-            crate::secrets::load(self.electricitymaps_token_file.as_deref(), crate::sources::electricity_maps::TOKEN_ENV)?
-        } else {
-            None
-        };
+        let uses =
+            |f: fn(&crate::sources::Provider) -> bool| self.sources.iter().any(|s| f(&s.provider));
+        let electricity_maps_token =
+            if uses(|p| matches!(p, crate::sources::Provider::ElectricityMaps(_))) {
+                crate::secrets::load(
+                    self.electricitymaps_token_file.as_deref(),
+                    crate::sources::electricity_maps::TOKEN_ENV,
+                )?
+            } else {
+                None
+            };
         let watttime = if uses(|p| matches!(p, crate::sources::Provider::WattTime(_))) {
-            let user = self.watttime_user.clone().or_else(|| std::env::var(watttime::USER_ENV).ok());
-            let password = crate::secrets::load(self.watttime_password_file.as_deref(), watttime::PASSWORD_ENV)?;
+            let user = self
+                .watttime_user
+                .clone()
+                .or_else(|| std::env::var(watttime::USER_ENV).ok());
+            let password = crate::secrets::load(
+                self.watttime_password_file.as_deref(),
+                watttime::PASSWORD_ENV,
+            )?;
             user.zip(password)
         } else {
             None
         };
-        Ok(Credentials { electricity_maps_token, watttime, watttime_signal: self.watttime_signal })
+        Ok(Credentials {
+            electricity_maps_token,
+            watttime,
+            watttime_signal: self.watttime_signal,
+        })
     }
 
     fn now(&self) -> i64 {
@@ -96,7 +111,9 @@ fn parse_pair(s: &str) -> Result<(String, String), String> {
 }
 
 fn parse_window(s: &str) -> Result<Window, String> {
-    let (a, b) = s.split_once('/').ok_or_else(|| format!("{s:?}: want START/END"))?;
+    let (a, b) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?}: want START/END"))?;
     let (start, end) = (parse_time(a)?, parse_time(b)?);
     if end <= start {
         return Err(format!("{s:?}: END must be after START"));
@@ -230,16 +247,24 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
 
 fn http() -> Result<reqwest::Client> {
-    Ok(reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)).build()?)
+    Ok(reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()?)
 }
 
 async fn zone_forecasts(s: &SourceArgs) -> Result<(controller::ZoneForecasts, i64)> {
     let now = s.now();
-    Ok((controller::forecast_all(&http()?, &s.sources, &s.credentials()?, now).await, now))
+    Ok((
+        controller::forecast_all(&http()?, &s.sources, &s.credentials()?, now).await,
+        now,
+    ))
 }
 
 async fn run_intensity(a: IntensityArgs) -> Result<()> {
@@ -247,7 +272,9 @@ async fn run_intensity(a: IntensityArgs) -> Result<()> {
     let samples = controller::samples(&zf, now, &a.horizons, crate::time::now() * 1000);
     match &a.remote_write_url {
         Some(url) => {
-            RemoteWrite::new(http()?, url.clone()).write(&samples).await?;
+            RemoteWrite::new(http()?, url.clone())
+                .write(&samples)
+                .await?;
             println!("wrote {} samples to {url}", samples.len());
         }
         None => Stdout.write(&samples).await?,
@@ -258,8 +285,16 @@ async fn run_intensity(a: IntensityArgs) -> Result<()> {
 async fn run_best_zone(a: BestZoneArgs) -> Result<()> {
     let (zf, now) = zone_forecasts(&a.source).await?;
     let t = now + a.horizon;
-    let ranked = crate::queries::rank_zones(zf.forecasts.iter().map(|(z, f)| (z.as_str(), forecast::at(f, t))));
-    println!("# zones at {} (horizon {} h)", crate::time::format(t), a.horizon as f64 / 3600.0);
+    let ranked = crate::queries::rank_zones(
+        zf.forecasts
+            .iter()
+            .map(|(z, f)| (z.as_str(), forecast::at(f, t))),
+    );
+    println!(
+        "# zones at {} (horizon {} h)",
+        crate::time::format(t),
+        a.horizon as f64 / 3600.0
+    );
     for (zone, p) in &ranked {
         match p {
             Some(p) => println!("{zone}\t{:.1} g/kWh\t{}", p.value, p.method.name()),
@@ -277,41 +312,75 @@ async fn run_best_zone(a: BestZoneArgs) -> Result<()> {
 
 async fn run_window(a: WindowArgs) -> Result<()> {
     let (zf, now) = zone_forecasts(&a.source).await?;
-    let f = zf.forecasts.get(&a.zone).with_context(|| format!("zone {:?} is not among --source", a.zone))?;
+    let f = zf
+        .forecasts
+        .get(&a.zone)
+        .with_context(|| format!("zone {:?} is not among --source", a.zone))?;
     let hours = (a.duration as f64 / 3600.0).ceil().max(1.0) as usize;
-    let w = crate::queries::best_window(f, hours, now)
-        .with_context(|| format!("no {hours} h run of forecast hours for {} in the next 48 h", a.zone))?;
-    println!("zone {}: start {} for {hours} h, mean {:.1} g/kWh", a.zone, crate::time::format(w.start), w.mean);
+    let w = crate::queries::best_window(f, hours, now).with_context(|| {
+        format!(
+            "no {hours} h run of forecast hours for {} in the next 48 h",
+            a.zone
+        )
+    })?;
+    println!(
+        "zone {}: start {} for {hours} h, mean {:.1} g/kWh",
+        a.zone,
+        crate::time::format(w.start),
+        w.mean
+    );
     if let Some(m) = w.start_now_mean {
-        println!("starting now instead: mean {m:.1} g/kWh ({:.1} % more)", 100.0 * (m / w.mean - 1.0));
+        println!(
+            "starting now instead: mean {m:.1} g/kWh ({:.1} % more)",
+            100.0 * (m / w.mean - 1.0)
+        );
     }
     Ok(())
 }
 
 async fn run_low_since(a: LowSinceArgs) -> Result<()> {
     let (zf, now) = zone_forecasts(&a.source).await?;
-    let y = zf.history.get(&a.zone).with_context(|| format!("zone {:?}: no history", a.zone))?;
+    let y = zf
+        .history
+        .get(&a.zone)
+        .with_context(|| format!("zone {:?}: no history", a.zone))?;
     let (threshold, source) = match a.below {
         Some(b) => (b, "--below".to_string()),
         None => (
-            crate::queries::median_before(y, now, 28).context("no history for the default bound")?,
+            crate::queries::median_before(y, now, 28)
+                .context("no history for the default bound")?,
             "median of the previous 28 days".to_string(),
         ),
     };
     let r = crate::queries::low_since(y, now, a.hours, threshold, source);
-    println!("zone {}: bound {:.1} g/kWh ({})", a.zone, r.threshold, r.threshold_source);
-    println!("past {} h: {} low, {} missing, {} not low", r.window_hours, r.low_hours, r.missing_hours, r.window_hours - r.low_hours - r.missing_hours);
+    println!(
+        "zone {}: bound {:.1} g/kWh ({})",
+        a.zone, r.threshold, r.threshold_source
+    );
+    println!(
+        "past {} h: {} low, {} missing, {} not low",
+        r.window_hours,
+        r.low_hours,
+        r.missing_hours,
+        r.window_hours - r.low_hours - r.missing_hours
+    );
     match r.low_since {
         Some(t) => println!("low since {}", crate::time::format(t)),
         None => println!("not low at the last observed hour"),
     }
-    println!("low for all {} h: {}", r.window_hours, if r.all_low() { "yes" } else { "no" });
+    println!(
+        "low for all {} h: {}",
+        r.window_hours,
+        if r.all_low() { "yes" } else { "no" }
+    );
     Ok(())
 }
 
 async fn run_place(a: PlaceArgs) -> Result<()> {
     let ranking = match (a.green_max, a.red_min) {
-        (Some(green_max), Some(red_min)) if green_max < red_min => Ranking::Absolute { green_max, red_min },
+        (Some(green_max), Some(red_min)) if green_max < red_min => {
+            Ranking::Absolute { green_max, red_min }
+        }
         (Some(_), Some(_)) => bail!("--green-max must be below --red-min"),
         _ => Ranking::Relative,
     };
@@ -319,8 +388,17 @@ async fn run_place(a: PlaceArgs) -> Result<()> {
         credentials: a.source.credentials()?,
         sources: a.source.sources.clone(),
         horizon: a.horizon,
-        policy: Policy { ranking, hysteresis: a.hysteresis, min_dwell: a.min_dwell, taint_red: !a.no_taint, overrides: a.overrides },
-        zones: ZoneMap { nodes: a.node_zones.into_iter().collect::<BTreeMap<_, _>>(), aliases: a.zone_aliases.into_iter().collect() },
+        policy: Policy {
+            ranking,
+            hysteresis: a.hysteresis,
+            min_dwell: a.min_dwell,
+            taint_red: !a.no_taint,
+            overrides: a.overrides,
+        },
+        zones: ZoneMap {
+            nodes: a.node_zones.into_iter().collect::<BTreeMap<_, _>>(),
+            aliases: a.zone_aliases.into_iter().collect(),
+        },
         dry_run: a.dry_run,
         interval: a.interval,
         once: a.once,
@@ -356,7 +434,10 @@ fn csv_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 fn run_backtest(a: BacktestArgs) -> Result<()> {
     if !(1..=crate::forecast::MAX_HORIZON_HOURS).contains(&a.horizon) {
-        bail!("--horizon must be 1..={}", crate::forecast::MAX_HORIZON_HOURS);
+        bail!(
+            "--horizon must be 1..={}",
+            crate::forecast::MAX_HORIZON_HOURS
+        );
     }
     let cfg = backtest::Config {
         horizons: backtest::horizons_up_to(a.horizon),
@@ -372,7 +453,9 @@ fn run_backtest(a: BacktestArgs) -> Result<()> {
             series.zone,
             series.points.len(),
             gaps.len(),
-            gaps.iter().map(|g| format!("\n  gap {g}")).collect::<String>()
+            gaps.iter()
+                .map(|g| format!("\n  gap {g}"))
+                .collect::<String>()
         );
         let r = backtest::run(&series.zone, &series.hourly(), &cfg);
         results.push((series.zone.clone(), r));
@@ -389,7 +472,11 @@ fn run_backtest(a: BacktestArgs) -> Result<()> {
                 base.name(),
                 a.horizon,
                 100.0 * gain,
-                if gain >= 0.2 { "goal met" } else { "goal NOT met" }
+                if gain >= 0.2 {
+                    "goal met"
+                } else {
+                    "goal NOT met"
+                }
             );
         }
     }

@@ -30,7 +30,12 @@ impl ZoneMap {
             return Some(z.clone());
         }
         let t = topology?;
-        Some(self.aliases.get(t).cloned().unwrap_or_else(|| t.to_string()))
+        Some(
+            self.aliases
+                .get(t)
+                .cloned()
+                .unwrap_or_else(|| t.to_string()),
+        )
     }
 }
 
@@ -71,19 +76,30 @@ pub struct ZoneForecasts {
 
 /// Fetches and forecasts every zone. A failing source leaves its zone without a forecast and is
 /// logged; it never stops the others (the planner then removes that zone's labels and taints).
-pub async fn forecast_all(client: &reqwest::Client, sources: &[ZoneSource], creds: &Credentials, now: i64) -> ZoneForecasts {
-    let mut out = ZoneForecasts { forecasts: BTreeMap::new(), actuals: BTreeMap::new(), history: BTreeMap::new() };
+pub async fn forecast_all(
+    client: &reqwest::Client,
+    sources: &[ZoneSource],
+    creds: &Credentials,
+    now: i64,
+) -> ZoneForecasts {
+    let mut out = ZoneForecasts {
+        forecasts: BTreeMap::new(),
+        actuals: BTreeMap::new(),
+        history: BTreeMap::new(),
+    };
     for src in sources {
         match sources::fetch(client, src, creds, now).await {
             Ok(data) => {
                 let gaps = data.actual.gaps();
                 if !gaps.is_empty() {
-                    let recent: Vec<String> = gaps.iter().rev().take(3).map(|g| g.to_string()).collect();
+                    let recent: Vec<String> =
+                        gaps.iter().rev().take(3).map(|g| g.to_string()).collect();
                     tracing::warn!(zone = %src.zone, gaps = gaps.len(), recent = ?recent, "gaps in actual series (kept, not filled)");
                 }
                 let f = forecast::forecast_zone(&data.actual, data.forecast.as_ref(), now);
                 let latest = data.actual.points.iter().rev().find_map(|p| p.value);
-                out.actuals.insert(src.zone.clone(), (data.actual.source.clone(), latest));
+                out.actuals
+                    .insert(src.zone.clone(), (data.actual.source.clone(), latest));
                 out.history.insert(src.zone.clone(), data.actual.hourly());
                 out.forecasts.insert(src.zone.clone(), f);
             }
@@ -107,21 +123,38 @@ pub fn samples(z: &ZoneForecasts, now: i64, horizons: &[i64], stamp_ms: i64) -> 
         if let Some(v) = value {
             out.push(Sample::new(
                 GRID_CARBON_INTENSITY_GRAMS_PER_KWH,
-                &[(ZONE, zone), (names::label::SOURCE, source), (names::label::KIND, KIND_ACTUAL)],
+                &[
+                    (ZONE, zone),
+                    (names::label::SOURCE, source),
+                    (names::label::KIND, KIND_ACTUAL),
+                ],
                 *v,
                 ts,
             ));
         }
     }
     for (zone, f) in &z.forecasts {
-        let source = z.actuals.get(zone).map(|a| a.0.as_str()).unwrap_or("unknown");
+        let source = z
+            .actuals
+            .get(zone)
+            .map(|a| a.0.as_str())
+            .unwrap_or("unknown");
         for &h in horizons {
             if let Some(p) = forecast::at(f, now + 3600 * h) {
-                let src = if p.method == forecast::Method::Provider { source.to_string() } else { format!("greenpipe_{}", p.method.name()) };
+                let src = if p.method == forecast::Method::Provider {
+                    source.to_string()
+                } else {
+                    format!("greenpipe_{}", p.method.name())
+                };
                 let h = h.to_string();
                 out.push(Sample::new(
                     GRID_CARBON_INTENSITY_GRAMS_PER_KWH,
-                    &[(ZONE, zone), (names::label::SOURCE, &src), (names::label::KIND, KIND_FORECAST), (HORIZON_HOURS, &h)],
+                    &[
+                        (ZONE, zone),
+                        (names::label::SOURCE, &src),
+                        (names::label::KIND, KIND_FORECAST),
+                        (HORIZON_HOURS, &h),
+                    ],
                     p.value,
                     ts,
                 ));
@@ -137,8 +170,10 @@ pub fn read_nodes_file(path: &std::path::Path) -> Result<Vec<Node>> {
     struct List {
         items: Vec<Node>,
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let list: List = serde_json::from_str(&text).with_context(|| format!("{}: not a NodeList", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let list: List = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a NodeList", path.display()))?;
     Ok(list.items)
 }
 
@@ -148,20 +183,36 @@ pub fn print_plan(plan: &Plan, nodes: &[Node], now: i64) -> Result<()> {
         println!("zone {zone}: {}", class.as_str());
     }
     for h in &plan.held {
-        println!("hold {}: would become {} but dwell lasts until {}", h.node, h.wanted.as_str(), crate::time::format(h.until));
+        println!(
+            "hold {}: would become {} but dwell lasts until {}",
+            h.node,
+            h.wanted.as_str(),
+            crate::time::format(h.until)
+        );
     }
     if plan.changes.is_empty() {
         println!("no changes");
     }
     for c in &plan.changes {
-        let node = nodes.iter().find(|n| n.metadata.name.as_deref() == Some(&c.node)).context("planned node vanished")?;
+        let node = nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(&c.node))
+            .context("planned node vanished")?;
         let patch = json_patch(node, c, now)?;
         println!(
             "node {}: {} -> {}{} ({})\n  patch: {}",
             c.node,
             c.from.map_or("none", |x| x.as_str()),
             c.to.class.map_or("none", |x| x.as_str()),
-            if c.taint_changes { if c.to.tainted { ", taint" } else { ", untaint" } } else { "" },
+            if c.taint_changes {
+                if c.to.tainted {
+                    ", taint"
+                } else {
+                    ", untaint"
+                }
+            } else {
+                ""
+            },
             c.reason,
             serde_json::to_string(&patch)?
         );
@@ -171,36 +222,68 @@ pub fn print_plan(plan: &Plan, nodes: &[Node], now: i64) -> Result<()> {
 
 /// Runs the controller until interrupted (or one round with `once`).
 pub async fn run(settings: Settings, sink: Option<&(impl SampleSink + Sync)>) -> Result<()> {
-    let http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)).build()?;
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()?;
     let kube_client = match &settings.nodes_file {
         Some(_) => None,
-        None => Some(kube::Client::try_default().await.context("connecting to the Kubernetes API server (in-cluster service account or kubeconfig)")?),
+        None => Some(kube::Client::try_default().await.context(
+            "connecting to the Kubernetes API server (in-cluster service account or kubeconfig)",
+        )?),
     };
     loop {
         let now = settings.at.unwrap_or_else(crate::time::now);
         let zf = forecast_all(&http, &settings.sources, &settings.credentials, now).await;
-        let at_horizon: BTreeMap<String, Option<f64>> =
-            zf.forecasts.iter().map(|(z, f)| (z.clone(), forecast::at(f, now + settings.horizon).map(|p| p.value))).collect();
+        let at_horizon: BTreeMap<String, Option<f64>> = zf
+            .forecasts
+            .iter()
+            .map(|(z, f)| {
+                (
+                    z.clone(),
+                    forecast::at(f, now + settings.horizon).map(|p| p.value),
+                )
+            })
+            .collect();
         let nodes: Vec<Node> = match (&kube_client, &settings.nodes_file) {
             (Some(c), _) => {
                 let api: kube::Api<Node> = kube::Api::all(c.clone());
-                api.list(&Default::default()).await.context("listing nodes")?.items
+                api.list(&Default::default())
+                    .await
+                    .context("listing nodes")?
+                    .items
             }
             (None, Some(path)) => read_nodes_file(path)?,
             (None, None) => unreachable!("a client or a nodes file is always set"),
         };
-        let states: Vec<_> = nodes.iter().map(|n| node_state(n, |name, topo| settings.zones.zone_of(name, topo))).collect();
+        let states: Vec<_> = nodes
+            .iter()
+            .map(|n| node_state(n, |name, topo| settings.zones.zone_of(name, topo)))
+            .collect();
         let plan = planner::plan(&states, &at_horizon, &settings.policy, now);
         print_plan(&plan, &nodes, now)?;
         if let (false, Some(c)) = (settings.dry_run, &kube_client) {
             let api: kube::Api<Node> = kube::Api::all(c.clone());
             for change in &plan.changes {
-                let node = nodes.iter().find(|n| n.metadata.name.as_deref() == Some(&change.node)).context("planned node vanished")?;
+                let node = nodes
+                    .iter()
+                    .find(|n| n.metadata.name.as_deref() == Some(&change.node))
+                    .context("planned node vanished")?;
                 let patch = json_patch(node, change, now)?;
-                match api.patch(&change.node, &kube::api::PatchParams::default(), &kube::api::Patch::Json::<()>(patch)).await {
-                    Ok(_) => tracing::info!(node = %change.node, reason = %change.reason, "patched"),
+                match api
+                    .patch(
+                        &change.node,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Json::<()>(patch),
+                    )
+                    .await
+                {
+                    Ok(_) => {
+                        tracing::info!(node = %change.node, reason = %change.reason, "patched")
+                    }
                     // A failed `test` (node changed since we read it) is retried next round.
-                    Err(e) => tracing::warn!(node = %change.node, error = %e, "patch failed; will re-plan next round"),
+                    Err(e) => {
+                        tracing::warn!(node = %change.node, error = %e, "patch failed; will re-plan next round")
+                    }
                 }
             }
         }
@@ -209,7 +292,12 @@ pub async fn run(settings: Settings, sink: Option<&(impl SampleSink + Sync)>) ->
             let mut s = samples(&zf, now, &[1, 2, 6, 12, 24, 48], stamp);
             for st in &states {
                 if let Some(z) = &st.zone {
-                    s.push(Sample::new(names::carbon::NODE_GRID_ZONE_INFO, &[(names::label::NODE, &st.name), (names::carbon::ZONE, z)], 1.0, stamp));
+                    s.push(Sample::new(
+                        names::carbon::NODE_GRID_ZONE_INFO,
+                        &[(names::label::NODE, &st.name), (names::carbon::ZONE, z)],
+                        1.0,
+                        stamp,
+                    ));
                 }
             }
             if let Err(e) = sink.write(&s).await {

@@ -6,7 +6,9 @@
 //! the `resourceVersion` we planned from: if the node changed meanwhile the API server rejects
 //! the patch (422) and the next round plans again from fresh state.
 
-use crate::planner::{Change, Class, NodeState, FORECAST_ANNOTATION, KEY, SINCE_ANNOTATION, TAINT_EFFECT};
+use crate::planner::{
+    Change, Class, NodeState, FORECAST_ANNOTATION, KEY, SINCE_ANNOTATION, TAINT_EFFECT,
+};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use serde_json::{json, Value};
 
@@ -17,11 +19,18 @@ fn pointer_key(key: &str) -> String {
 
 /// Reads the planner's view of a node. `zone_of(node name, topology zone label)` maps it to a grid
 /// zone (config overrides, then the `topology.kubernetes.io/zone` label through aliases).
-pub fn node_state(node: &Node, zone_of: impl Fn(&str, Option<&str>) -> Option<String>) -> NodeState {
+pub fn node_state(
+    node: &Node,
+    zone_of: impl Fn(&str, Option<&str>) -> Option<String>,
+) -> NodeState {
     let name = node.metadata.name.clone().unwrap_or_default();
     let labels = node.metadata.labels.as_ref();
-    let topology = labels.and_then(|l| l.get(TOPOLOGY_ZONE_LABEL)).map(String::as_str);
-    let class = labels.and_then(|l| l.get(KEY)).and_then(|v| Class::parse(v));
+    let topology = labels
+        .and_then(|l| l.get(TOPOLOGY_ZONE_LABEL))
+        .map(String::as_str);
+    let class = labels
+        .and_then(|l| l.get(KEY))
+        .and_then(|v| Class::parse(v));
     let tainted = node
         .spec
         .as_ref()
@@ -34,7 +43,13 @@ pub fn node_state(node: &Node, zone_of: impl Fn(&str, Option<&str>) -> Option<St
         .and_then(|a| a.get(SINCE_ANNOTATION))
         .and_then(|v| v.parse().ok());
     let zone = zone_of(&name, topology);
-    NodeState { name, zone, class, tainted, since }
+    NodeState {
+        name,
+        zone,
+        class,
+        tainted,
+        since,
+    }
 }
 
 /// The well-known zone label.
@@ -42,11 +57,20 @@ pub const TOPOLOGY_ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 /// Our taint.
 pub fn taint() -> Taint {
-    Taint { key: KEY.to_string(), value: Some(Class::Red.as_str().to_string()), effect: TAINT_EFFECT.to_string(), time_added: None }
+    Taint {
+        key: KEY.to_string(),
+        value: Some(Class::Red.as_str().to_string()),
+        effect: TAINT_EFFECT.to_string(),
+        time_added: None,
+    }
 }
 
 /// The JSON patch realising `change` on `node` at time `now`.
-pub fn json_patch(node: &Node, change: &Change, now: i64) -> Result<json_patch::Patch, serde_json::Error> {
+pub fn json_patch(
+    node: &Node,
+    change: &Change,
+    now: i64,
+) -> Result<json_patch::Patch, serde_json::Error> {
     let mut ops: Vec<Value> = Vec::new();
     if let Some(rv) = &node.metadata.resource_version {
         ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
@@ -55,7 +79,9 @@ pub fn json_patch(node: &Node, change: &Change, now: i64) -> Result<json_patch::
     let has_label = labels.is_some_and(|l| l.contains_key(KEY));
     let label_path = format!("/metadata/labels/{}", pointer_key(KEY));
     match change.to.class {
-        Some(class) if labels.and_then(|l| l.get(KEY)).map(String::as_str) != Some(class.as_str()) => {
+        Some(class)
+            if labels.and_then(|l| l.get(KEY)).map(String::as_str) != Some(class.as_str()) =>
+        {
             if labels.is_none() {
                 ops.push(json!({"op": "add", "path": "/metadata/labels", "value": {KEY: class.as_str()}}));
             } else {
@@ -80,32 +106,47 @@ pub fn json_patch(node: &Node, change: &Change, now: i64) -> Result<json_patch::
         }
     } else {
         remove_annotations.extend(
-            [SINCE_ANNOTATION, FORECAST_ANNOTATION].into_iter().filter(|k| annotations.is_some_and(|a| a.contains_key(*k))),
+            [SINCE_ANNOTATION, FORECAST_ANNOTATION]
+                .into_iter()
+                .filter(|k| annotations.is_some_and(|a| a.contains_key(*k))),
         );
     }
     if annotations.is_none() && !set_annotations.is_empty() {
-        let map: serde_json::Map<String, Value> =
-            set_annotations.drain(..).map(|(k, v)| (k.to_string(), Value::String(v))).collect();
+        let map: serde_json::Map<String, Value> = set_annotations
+            .drain(..)
+            .map(|(k, v)| (k.to_string(), Value::String(v)))
+            .collect();
         ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": map}));
     }
     for (k, v) in set_annotations {
         ops.push(json!({"op": "add", "path": format!("/metadata/annotations/{}", pointer_key(k)), "value": v}));
     }
     for k in remove_annotations {
-        ops.push(json!({"op": "remove", "path": format!("/metadata/annotations/{}", pointer_key(k))}));
+        ops.push(
+            json!({"op": "remove", "path": format!("/metadata/annotations/{}", pointer_key(k))}),
+        );
     }
 
     if change.taint_changes {
         let current = node.spec.as_ref().and_then(|s| s.taints.clone());
-        let mut taints: Vec<Taint> = current.clone().unwrap_or_default().into_iter().filter(|t| t.key != KEY).collect();
+        let mut taints: Vec<Taint> = current
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.key != KEY)
+            .collect();
         if change.to.tainted {
             taints.push(taint());
         }
         let value = serde_json::to_value(&taints)?;
         match (node.spec.is_some(), current.is_some()) {
-            (false, _) => ops.push(json!({"op": "add", "path": "/spec", "value": {"taints": value}})),
+            (false, _) => {
+                ops.push(json!({"op": "add", "path": "/spec", "value": {"taints": value}}))
+            }
             (true, false) => ops.push(json!({"op": "add", "path": "/spec/taints", "value": value})),
-            (true, true) => ops.push(json!({"op": "replace", "path": "/spec/taints", "value": value})),
+            (true, true) => {
+                ops.push(json!({"op": "replace", "path": "/spec/taints", "value": value}))
+            }
         }
     }
     serde_json::from_value(Value::Array(ops))
@@ -151,8 +192,17 @@ mod tests {
     fn round(doc: &Value, forecasts: &[(&str, Option<f64>)], now: i64) -> (Node, Value) {
         let node: Node = serde_json::from_value(doc.clone()).unwrap();
         let state = node_state(&node, zone_from_label);
-        let fc: BTreeMap<String, Option<f64>> = forecasts.iter().map(|(z, v)| (z.to_string(), *v)).collect();
-        let plan = plan(&[state], &fc, &Policy { min_dwell: 0, ..Policy::default() }, now);
+        let fc: BTreeMap<String, Option<f64>> =
+            forecasts.iter().map(|(z, v)| (z.to_string(), *v)).collect();
+        let plan = plan(
+            &[state],
+            &fc,
+            &Policy {
+                min_dwell: 0,
+                ..Policy::default()
+            },
+            now,
+        );
         let change = plan.changes.first().expect("a change");
         let patch = json_patch(&node, change, now).unwrap();
         let patched = apply(doc, &patch);
@@ -164,27 +214,57 @@ mod tests {
     #[test]
     fn red_then_green_then_no_forecast_keeps_foreign_taints_and_labels() {
         let foreign = json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]);
-        let doc = node_json(json!({"topology.kubernetes.io/zone": "B", "kubernetes.io/arch": "arm64"}), Some(foreign));
+        let doc = node_json(
+            json!({"topology.kubernetes.io/zone": "B", "kubernetes.io/arch": "arm64"}),
+            Some(foreign),
+        );
         // B is the dirtiest zone: red + taint.
         let (n, doc) = round(&doc, &[("A", Some(100.0)), ("B", Some(300.0))], 1000);
         let labels = n.metadata.labels.as_ref().unwrap();
         assert_eq!(labels.get(KEY).map(String::as_str), Some("red"));
-        assert_eq!(labels.get("kubernetes.io/arch").map(String::as_str), Some("arm64"));
+        assert_eq!(
+            labels.get("kubernetes.io/arch").map(String::as_str),
+            Some("arm64")
+        );
         let taints = n.spec.as_ref().unwrap().taints.as_ref().unwrap();
         assert_eq!(taints.len(), 2);
         assert!(taints.iter().any(|t| t.key == "dedicated"));
-        assert!(taints.iter().any(|t| t.key == KEY && t.effect == "NoExecute" && t.value.as_deref() == Some("red")));
+        assert!(taints
+            .iter()
+            .any(|t| t.key == KEY && t.effect == "NoExecute" && t.value.as_deref() == Some("red")));
         let ann = n.metadata.annotations.as_ref().unwrap();
         assert_eq!(ann.get(SINCE_ANNOTATION).map(String::as_str), Some("1000"));
-        assert_eq!(ann.get(FORECAST_ANNOTATION).map(String::as_str), Some("300.0"));
+        assert_eq!(
+            ann.get(FORECAST_ANNOTATION).map(String::as_str),
+            Some("300.0")
+        );
         assert!(ann.contains_key("node.alpha.kubernetes.io/ttl"));
 
         // B becomes the cleanest: green, our taint gone, the foreign one kept.
         let (n, doc) = round(&doc, &[("A", Some(300.0)), ("B", Some(100.0))], 5000);
-        assert_eq!(n.metadata.labels.as_ref().unwrap().get(KEY).map(String::as_str), Some("green"));
+        assert_eq!(
+            n.metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .get(KEY)
+                .map(String::as_str),
+            Some("green")
+        );
         let taints = n.spec.as_ref().unwrap().taints.as_ref().unwrap();
-        assert_eq!(taints.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(), vec!["dedicated"]);
-        assert_eq!(n.metadata.annotations.as_ref().unwrap().get(SINCE_ANNOTATION).map(String::as_str), Some("5000"));
+        assert_eq!(
+            taints.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(),
+            vec!["dedicated"]
+        );
+        assert_eq!(
+            n.metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .get(SINCE_ANNOTATION)
+                .map(String::as_str),
+            Some("5000")
+        );
 
         // No forecast for B: label and our annotations removed, everything else intact.
         let (n, _) = round(&doc, &[("A", Some(300.0)), ("B", None)], 9000);
@@ -198,10 +278,24 @@ mod tests {
     #[test]
     fn node_without_taints_or_annotations_gets_them_created() {
         let mut doc = node_json(json!({"topology.kubernetes.io/zone": "B"}), None);
-        doc["metadata"].as_object_mut().unwrap().remove("annotations");
+        doc["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("annotations");
         let (n, _) = round(&doc, &[("A", Some(100.0)), ("B", Some(300.0))], 42);
-        assert_eq!(n.spec.as_ref().unwrap().taints.as_ref().unwrap(), &vec![taint()]);
-        assert_eq!(n.metadata.annotations.as_ref().unwrap().get(SINCE_ANNOTATION).map(String::as_str), Some("42"));
+        assert_eq!(
+            n.spec.as_ref().unwrap().taints.as_ref().unwrap(),
+            &vec![taint()]
+        );
+        assert_eq!(
+            n.metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .get(SINCE_ANNOTATION)
+                .map(String::as_str),
+            Some("42")
+        );
     }
 
     #[test]
@@ -211,7 +305,10 @@ mod tests {
         let change = Change {
             node: "edge-1".into(),
             from: None,
-            to: Target { class: Some(Class::Red), tainted: true },
+            to: Target {
+                class: Some(Class::Red),
+                tainted: true,
+            },
             taint_changes: true,
             forecast: Some(1.0),
             reason: String::new(),
@@ -222,7 +319,13 @@ mod tests {
         assert!(json_patch::patch(&mut moved, &patch).is_err());
         // And the patch serialises to the RFC 6902 array kube sends.
         let wire = serde_json::to_value(&patch).unwrap();
-        assert_eq!(wire[0], json!({"op": "test", "path": "/metadata/resourceVersion", "value": "4711"}));
-        assert_eq!(wire[1]["path"], json!("/metadata/labels/greenpipe.io~1carbon-intensity"));
+        assert_eq!(
+            wire[0],
+            json!({"op": "test", "path": "/metadata/resourceVersion", "value": "4711"})
+        );
+        assert_eq!(
+            wire[1]["path"],
+            json!("/metadata/labels/greenpipe.io~1carbon-intensity")
+        );
     }
 }

@@ -7,7 +7,9 @@ use crate::forecast::Predicted;
 use crate::series::Hourly;
 
 /// Zones ranked by their forecast at one time; zones without a forecast come last.
-pub fn rank_zones<'a>(forecasts: impl IntoIterator<Item = (&'a str, Option<Predicted>)>) -> Vec<(&'a str, Option<Predicted>)> {
+pub fn rank_zones<'a>(
+    forecasts: impl IntoIterator<Item = (&'a str, Option<Predicted>)>,
+) -> Vec<(&'a str, Option<Predicted>)> {
     let mut v: Vec<_> = forecasts.into_iter().collect();
     v.sort_by(|a, b| match (a.1, b.1) {
         (Some(x), Some(y)) => x.value.total_cmp(&y.value).then(a.0.cmp(b.0)),
@@ -43,11 +45,18 @@ pub fn best_window(forecast: &[Predicted], hours: usize, now: i64) -> Option<Win
         let contiguous = run.windows(2).all(|w| w[1].time - w[0].time == 3600);
         contiguous.then(|| run.iter().map(|p| p.value).sum::<f64>() / hours as f64)
     };
-    let start_now_mean = pts.first().filter(|p| p.time == first).and_then(|_| mean_from(0));
+    let start_now_mean = pts
+        .first()
+        .filter(|p| p.time == first)
+        .and_then(|_| mean_from(0));
     (0..pts.len())
         .filter_map(|i| mean_from(i).map(|m| (pts[i].time, m)))
         .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
-        .map(|(start, mean)| Window { start, mean, start_now_mean })
+        .map(|(start, mean)| Window {
+            start,
+            mean,
+            start_now_mean,
+        })
 }
 
 /// Answer to "has zone Z been low for the past N hours?".
@@ -88,7 +97,13 @@ pub fn median_before(y: &Hourly, now: i64, days: usize) -> Option<f64> {
 }
 
 /// Looks back `hours` hours from the hour containing `now`.
-pub fn low_since(y: &Hourly, now: i64, hours: usize, threshold: f64, threshold_source: String) -> LowSince {
+pub fn low_since(
+    y: &Hourly,
+    now: i64,
+    hours: usize,
+    threshold: f64,
+    threshold_source: String,
+) -> LowSince {
     let now_hour = now.div_euclid(3600) * 3600;
     let mut low_hours = 0;
     let mut missing_hours = 0;
@@ -111,7 +126,14 @@ pub fn low_since(y: &Hourly, now: i64, hours: usize, threshold: f64, threshold_s
             i -= 1;
         }
     }
-    LowSince { threshold, threshold_source, low_since, low_hours, missing_hours, window_hours: hours }
+    LowSince {
+        threshold,
+        threshold_source,
+        low_since,
+        low_hours,
+        missing_hours,
+        window_hours: hours,
+    }
 }
 
 #[cfg(test)]
@@ -120,12 +142,20 @@ mod tests {
     use crate::forecast::Method;
 
     fn p(time: i64, value: f64) -> Predicted {
-        Predicted { time, value, method: Method::Regression }
+        Predicted {
+            time,
+            value,
+            method: Method::Regression,
+        }
     }
 
     #[test]
     fn best_window_finds_the_cleanest_run_and_skips_holes() {
-        let f: Vec<Predicted> = [300.0, 200.0, 100.0, 120.0, 90.0, 400.0].iter().enumerate().map(|(i, v)| p(3600 * i as i64, *v)).collect();
+        let f: Vec<Predicted> = [300.0, 200.0, 100.0, 120.0, 90.0, 400.0]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| p(3600 * i as i64, *v))
+            .collect();
         let w = best_window(&f, 2, 0).unwrap();
         assert_eq!((w.start, w.mean), (3600 * 3, 105.0));
         assert_eq!(w.start_now_mean, Some(250.0));
@@ -142,14 +172,32 @@ mod tests {
 
     #[test]
     fn rank_puts_missing_last() {
-        let r = rank_zones([("B", Some(p(0, 50.0))), ("C", None), ("A", Some(p(0, 70.0)))]);
-        assert_eq!(r.iter().map(|x| x.0).collect::<Vec<_>>(), vec!["B", "A", "C"]);
+        let r = rank_zones([
+            ("B", Some(p(0, 50.0))),
+            ("C", None),
+            ("A", Some(p(0, 70.0))),
+        ]);
+        assert_eq!(
+            r.iter().map(|x| x.0).collect::<Vec<_>>(),
+            vec!["B", "A", "C"]
+        );
     }
 
     #[test]
     fn low_since_counts_gaps_as_not_low() {
         // 10 hours: high, then low for 6 hours with one gap in the middle.
-        let values = vec![Some(500.0), Some(500.0), Some(500.0), Some(100.0), Some(100.0), None, Some(100.0), Some(100.0), Some(90.0), Some(80.0)];
+        let values = vec![
+            Some(500.0),
+            Some(500.0),
+            Some(500.0),
+            Some(100.0),
+            Some(100.0),
+            None,
+            Some(100.0),
+            Some(100.0),
+            Some(90.0),
+            Some(80.0),
+        ];
         let y = Hourly { start: 0, values };
         let r = low_since(&y, 9 * 3600 + 59, 6, 200.0, "test".into());
         assert_eq!((r.low_hours, r.missing_hours), (5, 1));

@@ -10,9 +10,15 @@ use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::path::Path;
 
-const FONT_PATHS: [&str; 2] =
-    ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/dejavu/DejaVuSans.ttf"];
-const COLORS: [RGBColor; 3] = [RGBColor(230, 120, 20), RGBColor(120, 120, 220), RGBColor(20, 150, 60)];
+const FONT_PATHS: [&str; 2] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+];
+const COLORS: [RGBColor; 3] = [
+    RGBColor(230, 120, 20),
+    RGBColor(120, 120, 220),
+    RGBColor(20, 150, 60),
+];
 
 fn register_font() -> bool {
     for path in FONT_PATHS {
@@ -28,7 +34,11 @@ fn register_font() -> bool {
 }
 
 /// Writes `summary.csv`, `report.md` and the plots into `dir`; returns the summary rows.
-pub fn write(dir: &Path, results: &[(String, ZoneResult)], trace_horizon: usize) -> Result<Vec<Row>> {
+pub fn write(
+    dir: &Path,
+    results: &[(String, ZoneResult)],
+    trace_horizon: usize,
+) -> Result<Vec<Row>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let rows: Vec<Row> = results.iter().flat_map(|(_, r)| r.rows.clone()).collect();
     let mut csv = String::from(SUMMARY_HEADER);
@@ -48,12 +58,20 @@ pub fn write(dir: &Path, results: &[(String, ZoneResult)], trace_horizon: usize)
          method's forecast exist. Improvement = 1 − MAPE(regression) / MAPE(best seasonal-naive).\n"
     );
     if !fonts {
-        let _ = writeln!(md, "_No TrueType font found ({}): plots have no text._\n", FONT_PATHS.join(", "));
+        let _ = writeln!(
+            md,
+            "_No TrueType font found ({}): plots have no text._\n",
+            FONT_PATHS.join(", ")
+        );
     }
     let _ = writeln!(md, "| zone | missing hours | samples | naive daily MAPE % | naive weekly MAPE % | regression MAPE % | improvement at {trace_horizon} h | goal ≥ 20 % |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
     for (zone, r) in results {
-        let get = |m| r.rows.iter().find(|x| x.horizon_hours == trace_horizon && x.method == m);
+        let get = |m| {
+            r.rows
+                .iter()
+                .find(|x| x.horizon_hours == trace_horizon && x.method == m)
+        };
         let (Some(d), Some(w), Some(g)) = (
             get(crate::forecast::Method::SeasonalNaiveDaily),
             get(crate::forecast::Method::SeasonalNaiveWeekly),
@@ -76,7 +94,10 @@ pub fn write(dir: &Path, results: &[(String, ZoneResult)], trace_horizon: usize)
     }
     let _ = writeln!(md, "\nPer zone: `<zone>-mape.png` (MAPE by horizon), `<zone>-trace.png` (last 14 days at {trace_horizon} h).\n");
     for (zone, r) in results {
-        let _ = writeln!(md, "## {zone}\n\n![{zone} MAPE]({zone}-mape.png)\n![{zone} trace]({zone}-trace.png)\n");
+        let _ = writeln!(
+            md,
+            "## {zone}\n\n![{zone} MAPE]({zone}-mape.png)\n![{zone} trace]({zone}-trace.png)\n"
+        );
         plot_mape(&dir.join(format!("{zone}-mape.png")), zone, &r.rows)?;
         plot_trace(&dir.join(format!("{zone}-trace.png")), zone, r)?;
     }
@@ -88,14 +109,22 @@ fn plot_mape(path: &Path, zone: &str, rows: &[Row]) -> Result<()> {
     let root = BitMapBackend::new(path, (800, 500)).into_drawing_area();
     root.fill(&WHITE)?;
     let max_h = rows.iter().map(|r| r.horizon_hours).max().unwrap_or(1) as f64;
-    let max_mape = rows.iter().map(|r| r.mape_percent).filter(|v| v.is_finite()).fold(1.0, f64::max);
+    let max_mape = rows
+        .iter()
+        .map(|r| r.mape_percent)
+        .filter(|v| v.is_finite())
+        .fold(1.0, f64::max);
     let mut chart = ChartBuilder::on(&root)
         .caption(format!("{zone}: MAPE by horizon"), ("sans-serif", 22))
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(50)
         .build_cartesian_2d(0.0..max_h + 1.0, 0.0..max_mape * 1.1)?;
-    chart.configure_mesh().x_desc("horizon (h)").y_desc("MAPE (%)").draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("horizon (h)")
+        .y_desc("MAPE (%)")
+        .draw()?;
     for (k, method) in METHODS.iter().enumerate() {
         let pts: Vec<(f64, f64)> = rows
             .iter()
@@ -106,10 +135,17 @@ fn plot_mape(path: &Path, zone: &str, rows: &[Row]) -> Result<()> {
         chart
             .draw_series(LineSeries::new(pts, color.stroke_width(2)))?
             .label(method.name())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
     }
-    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
-    root.present().with_context(|| format!("writing {}", path.display()))?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
@@ -124,29 +160,51 @@ fn plot_trace(path: &Path, zone: &str, r: &ZoneResult) -> Result<()> {
     };
     let t0 = first.0;
     let x = |t: i64| (t - t0) as f64 / 86400.0;
-    let ymax = tail.iter().flat_map(|p| std::iter::once(p.1).chain(p.2)).fold(1.0, f64::max);
+    let ymax = tail
+        .iter()
+        .flat_map(|p| std::iter::once(p.1).chain(p.2))
+        .fold(1.0, f64::max);
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!("{zone}: actual vs forecast {} h ahead, from {}", r.trace.horizon, crate::time::format(t0)),
+            format!(
+                "{zone}: actual vs forecast {} h ahead, from {}",
+                r.trace.horizon,
+                crate::time::format(t0)
+            ),
             ("sans-serif", 20),
         )
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(50)
         .build_cartesian_2d(0.0..x(last.0), 0.0..ymax * 1.1)?;
-    chart.configure_mesh().x_desc("days").y_desc("gCO2/kWh").draw()?;
     chart
-        .draw_series(LineSeries::new(tail.iter().map(|p| (x(p.0), p.1)), BLACK.stroke_width(2)))?
+        .configure_mesh()
+        .x_desc("days")
+        .y_desc("gCO2/kWh")
+        .draw()?;
+    chart
+        .draw_series(LineSeries::new(
+            tail.iter().map(|p| (x(p.0), p.1)),
+            BLACK.stroke_width(2),
+        ))?
         .label("actual")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
     for (k, method) in METHODS.iter().enumerate() {
         let color = COLORS[k];
         chart
-            .draw_series(LineSeries::new(tail.iter().map(|p| (x(p.0), p.2[k])), color))?
+            .draw_series(LineSeries::new(
+                tail.iter().map(|p| (x(p.0), p.2[k])),
+                color,
+            ))?
             .label(method.name())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
     }
-    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
-    root.present().with_context(|| format!("writing {}", path.display()))?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

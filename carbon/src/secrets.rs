@@ -7,11 +7,16 @@ use std::path::Path;
 /// variable. `Ok(None)` when neither is set; an unreadable or empty file is an error.
 pub fn load(file: Option<&Path>, env_var: &str) -> Result<Option<String>, crate::Error> {
     if let Some(path) = file {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| crate::Error::Io { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| crate::Error::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
         let secret = text.trim_end_matches(['\n', '\r']).to_string();
         if secret.is_empty() {
-            return Err(crate::Error::Invalid(format!("{}: secret file is empty", path.display())));
+            return Err(crate::Error::Invalid(format!(
+                "{}: secret file is empty",
+                path.display()
+            )));
         }
         return Ok(Some(secret));
     }
@@ -27,7 +32,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("token");
         std::fs::write(&p, "s3cret\n").unwrap();
-        assert_eq!(load(Some(&p), "GREENPIPE_TEST_UNSET_VAR").unwrap().as_deref(), Some("s3cret"));
+        assert_eq!(
+            load(Some(&p), "GREENPIPE_TEST_UNSET_VAR")
+                .unwrap()
+                .as_deref(),
+            Some("s3cret")
+        );
         std::fs::write(&p, "\n").unwrap();
         assert!(load(Some(&p), "GREENPIPE_TEST_UNSET_VAR").is_err());
         assert!(load(Some(&dir.path().join("missing")), "X").is_err());

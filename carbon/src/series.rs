@@ -85,7 +85,9 @@ impl Series {
         mut points: Vec<Point>,
     ) -> Result<Self, crate::Error> {
         if step_seconds <= 0 {
-            return Err(crate::Error::Invalid(format!("step {step_seconds} s is not positive")));
+            return Err(crate::Error::Invalid(format!(
+                "step {step_seconds} s is not positive"
+            )));
         }
         points.sort_by_key(|p| p.timestamp);
         if let Some(w) = points.windows(2).find(|w| w[0].timestamp == w[1].timestamp) {
@@ -94,7 +96,13 @@ impl Series {
                 crate::time::format(w[0].timestamp)
             )));
         }
-        Ok(Series { zone: zone.into(), source: source.into(), kind, step_seconds, points })
+        Ok(Series {
+            zone: zone.into(),
+            source: source.into(),
+            kind,
+            step_seconds,
+            points,
+        })
     }
 
     /// Missing stretches: points with no value and holes between consecutive points.
@@ -109,7 +117,11 @@ impl Series {
                     return;
                 }
             }
-            gaps.push(Gap { start, end, intervals: (end - start) / step });
+            gaps.push(Gap {
+                start,
+                end,
+                intervals: (end - start) / step,
+            });
         };
         for (i, p) in self.points.iter().enumerate() {
             if i > 0 {
@@ -134,13 +146,18 @@ impl Series {
     pub fn value_at(&self, t: i64) -> Option<f64> {
         let i = self.points.partition_point(|p| p.timestamp <= t);
         let p = self.points.get(i.checked_sub(1)?)?;
-        (t < p.timestamp + self.step_seconds).then_some(p.value).flatten()
+        (t < p.timestamp + self.step_seconds)
+            .then_some(p.value)
+            .flatten()
     }
 
     /// Averages onto a dense UTC-hour grid. An hour with no valued point stays `None`.
     pub fn hourly(&self) -> Hourly {
         let (Some(first), Some(last)) = (self.points.first(), self.points.last()) else {
-            return Hourly { start: 0, values: Vec::new() };
+            return Hourly {
+                start: 0,
+                values: Vec::new(),
+            };
         };
         let start = first.timestamp.div_euclid(3600) * 3600;
         let end = last.timestamp.div_euclid(3600) * 3600;
@@ -154,7 +171,11 @@ impl Series {
                 count[i] += 1;
             }
         }
-        let values = sum.iter().zip(&count).map(|(s, &c)| (c > 0).then(|| s / c as f64)).collect();
+        let values = sum
+            .iter()
+            .zip(&count)
+            .map(|(s, &c)| (c > 0).then(|| s / c as f64))
+            .collect();
         Hourly { start, values }
     }
 }
@@ -177,12 +198,16 @@ impl Hourly {
     /// Index of the hour containing `t`, if inside the grid.
     pub fn index(&self, t: i64) -> Option<usize> {
         let i = (t - self.start).div_euclid(3600);
-        (0..self.values.len() as i64).contains(&i).then_some(i as usize)
+        (0..self.values.len() as i64)
+            .contains(&i)
+            .then_some(i as usize)
     }
 
     /// Value at signed index `i` (out of range or missing → `None`).
     pub fn get(&self, i: i64) -> Option<f64> {
-        usize::try_from(i).ok().and_then(|i| self.values.get(i).copied().flatten())
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| self.values.get(i).copied().flatten())
     }
 
     /// Index of the last hour with a value at or before `t`.
@@ -201,23 +226,47 @@ mod tests {
     use super::*;
 
     fn series(points: &[(i64, Option<f64>)]) -> Series {
-        let pts = points.iter().map(|&(timestamp, value)| Point { timestamp, value }).collect();
+        let pts = points
+            .iter()
+            .map(|&(timestamp, value)| Point { timestamp, value })
+            .collect();
         Series::new("Z", "test", Kind::Actual, 3600, pts).unwrap()
     }
 
     #[test]
     fn gaps_merge_holes_and_nulls() {
-        let s = series(&[(0, Some(1.0)), (3600, None), (10800, Some(2.0)), (14400, Some(3.0))]);
-        assert_eq!(s.gaps(), vec![Gap { start: 3600, end: 10800, intervals: 2 }]);
+        let s = series(&[
+            (0, Some(1.0)),
+            (3600, None),
+            (10800, Some(2.0)),
+            (14400, Some(3.0)),
+        ]);
+        assert_eq!(
+            s.gaps(),
+            vec![Gap {
+                start: 3600,
+                end: 10800,
+                intervals: 2
+            }]
+        );
         assert_eq!(s.present(), 3);
     }
 
     #[test]
     fn hourly_keeps_gaps_and_averages_subhourly() {
         let pts = vec![
-            Point { timestamp: 0, value: Some(100.0) },
-            Point { timestamp: 1800, value: Some(200.0) },
-            Point { timestamp: 7200, value: Some(50.0) },
+            Point {
+                timestamp: 0,
+                value: Some(100.0),
+            },
+            Point {
+                timestamp: 1800,
+                value: Some(200.0),
+            },
+            Point {
+                timestamp: 7200,
+                value: Some(50.0),
+            },
         ];
         let s = Series::new("GB", "uk", Kind::Actual, 1800, pts).unwrap();
         let h = s.hourly();
@@ -228,7 +277,16 @@ mod tests {
 
     #[test]
     fn duplicate_timestamps_are_rejected() {
-        let pts = vec![Point { timestamp: 0, value: Some(1.0) }, Point { timestamp: 0, value: None }];
+        let pts = vec![
+            Point {
+                timestamp: 0,
+                value: Some(1.0),
+            },
+            Point {
+                timestamp: 0,
+                value: None,
+            },
+        ];
         assert!(Series::new("Z", "t", Kind::Actual, 3600, pts).is_err());
     }
 }

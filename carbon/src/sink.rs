@@ -24,7 +24,11 @@ impl Sample {
     pub fn new(name: &str, labels: &[(&str, &str)], value: f64, timestamp_ms: i64) -> Self {
         let mut all = vec![("__name__".to_string(), name.to_string())];
         all.extend(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        Sample { labels: all, value, timestamp_ms }
+        Sample {
+            labels: all,
+            value,
+            timestamp_ms,
+        }
     }
 }
 
@@ -81,14 +85,28 @@ pub fn encode(samples: &[Sample]) -> Result<Vec<u8>> {
     let timeseries = samples
         .iter()
         .map(|s| {
-            let mut labels: Vec<proto::Label> =
-                s.labels.iter().map(|(name, value)| proto::Label { name: name.clone(), value: value.clone() }).collect();
+            let mut labels: Vec<proto::Label> = s
+                .labels
+                .iter()
+                .map(|(name, value)| proto::Label {
+                    name: name.clone(),
+                    value: value.clone(),
+                })
+                .collect();
             labels.sort_by(|a, b| a.name.cmp(&b.name));
-            proto::TimeSeries { labels, samples: vec![proto::Sample { value: s.value, timestamp: s.timestamp_ms }] }
+            proto::TimeSeries {
+                labels,
+                samples: vec![proto::Sample {
+                    value: s.value,
+                    timestamp: s.timestamp_ms,
+                }],
+            }
         })
         .collect();
     let raw = proto::WriteRequest { timeseries }.encode_to_vec();
-    snap::raw::Encoder::new().compress_vec(&raw).context("snappy")
+    snap::raw::Encoder::new()
+        .compress_vec(&raw)
+        .context("snappy")
 }
 
 /// Minimal remote-write client.
@@ -101,7 +119,10 @@ pub struct RemoteWrite {
 impl RemoteWrite {
     /// A client for `url` (e.g. `http://prometheus:9090/api/v1/write`).
     pub fn new(client: reqwest::Client, url: impl Into<String>) -> Self {
-        RemoteWrite { client, url: url.into() }
+        RemoteWrite {
+            client,
+            url: url.into(),
+        }
     }
 }
 
@@ -124,7 +145,11 @@ impl SampleSink for RemoteWrite {
         let status = resp.status();
         if !status.is_success() {
             let text = resp.text().await.unwrap_or_default();
-            bail!("remote write to {}: HTTP {status}: {}", self.url, text.trim());
+            bail!(
+                "remote write to {}: HTTP {status}: {}",
+                self.url,
+                text.trim()
+            );
         }
         Ok(())
     }
@@ -137,10 +162,24 @@ pub struct Stdout;
 impl SampleSink for Stdout {
     async fn write(&self, samples: &[Sample]) -> Result<()> {
         for s in samples {
-            let name = s.labels.iter().find(|(k, _)| k == "__name__").map(|(_, v)| v.as_str()).unwrap_or("");
-            let labels: Vec<String> =
-                s.labels.iter().filter(|(k, _)| k != "__name__").map(|(k, v)| format!("{k}={v:?}")).collect();
-            println!("{name}{{{}}} {} {}", labels.join(","), s.value, s.timestamp_ms);
+            let name = s
+                .labels
+                .iter()
+                .find(|(k, _)| k == "__name__")
+                .map(|(_, v)| v.as_str())
+                .unwrap_or("");
+            let labels: Vec<String> = s
+                .labels
+                .iter()
+                .filter(|(k, _)| k != "__name__")
+                .map(|(k, v)| format!("{k}={v:?}"))
+                .collect();
+            println!(
+                "{name}{{{}}} {} {}",
+                labels.join(","),
+                s.value,
+                s.timestamp_ms
+            );
         }
         Ok(())
     }
@@ -157,8 +196,18 @@ mod tests {
         let body = encode(&[s]).unwrap();
         let raw = snap::raw::Decoder::new().decompress_vec(&body).unwrap();
         let req = proto::WriteRequest::decode(raw.as_slice()).unwrap();
-        let names: Vec<&str> = req.timeseries[0].labels.iter().map(|l| l.name.as_str()).collect();
+        let names: Vec<&str> = req.timeseries[0]
+            .labels
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect();
         assert_eq!(names, vec!["__name__", "kind", "zone"]);
-        assert_eq!(req.timeseries[0].samples[0], proto::Sample { value: 1.5, timestamp: 7 });
+        assert_eq!(
+            req.timeseries[0].samples[0],
+            proto::Sample {
+                value: 1.5,
+                timestamp: 7
+            }
+        );
     }
 }

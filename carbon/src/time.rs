@@ -10,7 +10,11 @@ pub fn parse(s: &str) -> Result<i64, crate::Error> {
     if let Ok(n) = s.parse::<i64>() {
         return Ok(n);
     }
-    let bad = || crate::Error::Invalid(format!("cannot read time {s:?} (want ISO 8601 with offset)"));
+    let bad = || {
+        crate::Error::Invalid(format!(
+            "cannot read time {s:?} (want ISO 8601 with offset)"
+        ))
+    };
     if let Ok(t) = jiff::Timestamp::from_str(s) {
         return Ok(t.as_second());
     }
@@ -26,7 +30,9 @@ pub fn parse(s: &str) -> Result<i64, crate::Error> {
 
 /// `2022-01-05T10:00:00Z` for messages and reports.
 pub fn format(t: i64) -> String {
-    jiff::Timestamp::from_second(t).map(|t| t.to_string()).unwrap_or_else(|_| t.to_string())
+    jiff::Timestamp::from_second(t)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| t.to_string())
 }
 
 /// Now, unix seconds.

@@ -18,7 +18,10 @@ fn promtool(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn emissions_rules_check_and_unit_tests_pass() {
-    for args in [["check", "rules", "emissions-rules.yaml"], ["test", "rules", "emissions-rules.test.yaml"]] {
+    for args in [
+        ["check", "rules", "emissions-rules.yaml"],
+        ["test", "rules", "emissions-rules.test.yaml"],
+    ] {
         let out = promtool(&args);
         assert!(
             out.status.success(),
@@ -39,6 +42,9 @@ fn metric_names_in_rules_are_the_contract_names() {
         names::estimate::NODE_POWER_WATTS,
         names::estimate::CONTAINER_POWER_WATTS,
     ] {
-        assert!(rules.contains(name), "{name} not used in emissions-rules.yaml");
+        assert!(
+            rules.contains(name),
+            "{name} not used in emissions-rules.yaml"
+        );
     }
 }

@@ -69,10 +69,16 @@ pub fn forecast_zone(actual: &Series, provider: Option<&Series>, now: i64) -> Ve
     for k in 0..=MAX_HORIZON_HOURS as i64 {
         let time = first_hour + 3600 * k;
         if let Some(v) = provider.as_ref().and_then(|p| p.get(p.index(time)? as i64)) {
-            out.push(Predicted { time, value: v, method: Method::Provider });
+            out.push(Predicted {
+                time,
+                value: v,
+                method: Method::Provider,
+            });
             continue;
         }
-        let (Some(o), Some(model)) = (origin, &model) else { continue };
+        let (Some(o), Some(model)) = (origin, &model) else {
+            continue;
+        };
         let h = (time - hourly.time(o)) / 3600;
         if h <= 0 || h > (MAX_HORIZON_HOURS + 24) as i64 {
             continue;
@@ -80,11 +86,21 @@ pub fn forecast_zone(actual: &Series, provider: Option<&Series>, now: i64) -> Ve
         let h = h as usize;
         let candidates = [
             (model.predict(&hourly, o, h), Method::Regression),
-            (seasonal_naive(&hourly, o, h, 24), Method::SeasonalNaiveDaily),
-            (seasonal_naive(&hourly, o, h, 168), Method::SeasonalNaiveWeekly),
+            (
+                seasonal_naive(&hourly, o, h, 24),
+                Method::SeasonalNaiveDaily,
+            ),
+            (
+                seasonal_naive(&hourly, o, h, 168),
+                Method::SeasonalNaiveWeekly,
+            ),
         ];
         if let Some((Some(value), method)) = candidates.into_iter().find(|(v, _)| v.is_some()) {
-            out.push(Predicted { time, value, method });
+            out.push(Predicted {
+                time,
+                value,
+                method,
+            });
         }
     }
     out

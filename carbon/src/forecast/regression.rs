@@ -14,10 +14,12 @@ use crate::series::Hourly;
 pub const FEATURES: usize = 18;
 /// History used when fitting for live forecasts (8 weeks).
 pub const TRAINING_HOURS: usize = 24 * 56;
-/// Per-sample forgetting factor: weight halves after ≈ 690 h (≈ 4 weeks).
-pub const FORGET: f64 = 0.999;
-/// Ridge penalty, in units of samples (all features are O(1) after scaling).
-pub const LAMBDA: f64 = 1.0;
+/// Per-sample forgetting factor: weight halves after ≈ 1390 h (≈ 8 weeks).
+pub const FORGET: f64 = 0.9995;
+/// Ridge penalty, in units of samples (all features are O(1) after scaling). Chosen from
+/// {1, 5, 20} × forgetting {0.999, 0.9995, 1} on the 2022 EIA series (docs/carbon.md): 20
+/// has the smallest worst-zone loss.
+pub const LAMBDA: f64 = 20.0;
 /// A model needs this much effective weight before it predicts.
 pub const MIN_WEIGHT: f64 = 2.0 * FEATURES as f64;
 
@@ -105,7 +107,7 @@ impl Regression {
         let max_h = super::MAX_HORIZON_HOURS + 24;
         let weights = (1..=max_h)
             .map(|h| {
-                let mut r = Ridge::new(FEATURES, exp_f("F", FORGET));
+                let mut r = Ridge::new(FEATURES, FORGET);
                 let first = o.saturating_sub(window);
                 for s in first..=o.saturating_sub(h) {
                     if s + h > o {
@@ -113,7 +115,9 @@ impl Regression {
                     }
                     Online::add_sample(&mut r, y, s, h);
                 }
-                (r.weight() >= MIN_WEIGHT).then(|| r.solve(exp_f("L", LAMBDA))).flatten()
+                (r.weight() >= MIN_WEIGHT)
+                    .then(|| r.solve(LAMBDA))
+                    .flatten()
             })
             .collect();
         Regression { weights }
@@ -123,6 +127,17 @@ impl Regression {
     pub fn predict(&self, y: &Hourly, o: usize, h: usize) -> Option<f64> {
         let w = self.weights.get(h.checked_sub(1)?)?.as_ref()?;
         predict_with(w, y, o, h)
+    }
+}
+
+/// The feature the model predicts relative to, so that the ridge penalty shrinks towards a
+/// sensible baseline (not towards zero): the last value (persistence) for short horizons, the
+/// same hour yesterday (seasonal-naive daily) from 12 h on.
+fn anchor(h: usize) -> usize {
+    if h < 12 {
+        1
+    } else {
+        4
     }
 }
 
@@ -138,7 +153,7 @@ fn from_log_ratio(r: f64, scale: f64) -> f64 {
 
 fn predict_with(w: &[f64], y: &Hourly, o: usize, h: usize) -> Option<f64> {
     let (x, scale) = features(y, o, h)?;
-    let log_ratio = x.iter().zip(w).map(|(a, b)| a * b).sum::<f64>();
+    let log_ratio = x[anchor(h)] + x.iter().zip(w).map(|(a, b)| a * b).sum::<f64>();
     Some(from_log_ratio(log_ratio, scale))
 }
 
@@ -154,12 +169,16 @@ pub struct Online {
 impl Online {
     /// A model for horizon `h`.
     pub fn new(h: usize) -> Self {
-        Online { h, ridge: Ridge::new(FEATURES, exp_f("F", FORGET)), weights: None }
+        Online {
+            h,
+            ridge: Ridge::new(FEATURES, FORGET),
+            weights: None,
+        }
     }
 
     fn add_sample(r: &mut Ridge, y: &Hourly, s: usize, h: usize) {
         if let (Some((x, scale)), Some(target)) = (features(y, s, h), y.get((s + h) as i64)) {
-            r.add(&x, to_log_ratio(target, scale));
+            r.add(&x, to_log_ratio(target, scale) - x[anchor(h)]);
         }
     }
 
@@ -168,8 +187,10 @@ impl Online {
         if let Some(s) = o.checked_sub(self.h) {
             Self::add_sample(&mut self.ridge, y, s, self.h);
         }
-        if self.weights.is_none() || o % 24 == 0 {
-            self.weights = (self.ridge.weight() >= MIN_WEIGHT).then(|| self.ridge.solve(exp_f("L", LAMBDA))).flatten();
+        if self.weights.is_none() || o.is_multiple_of(24) {
+            self.weights = (self.ridge.weight() >= MIN_WEIGHT)
+                .then(|| self.ridge.solve(LAMBDA))
+                .flatten();
         }
     }
 
@@ -177,8 +198,4 @@ impl Online {
     pub fn predict(&self, y: &Hourly, o: usize) -> Option<f64> {
         predict_with(self.weights.as_ref()?, y, o, self.h)
     }
-}
-
-fn exp_f(k: &str, d: f64) -> f64 {
-    std::env::var(format!("GP_EXP_{k}")).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
 }

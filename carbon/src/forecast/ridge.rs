@@ -17,7 +17,13 @@ pub struct Ridge {
 impl Ridge {
     /// `d` features; every new sample multiplies the old statistics by `forget` (1 = never forget).
     pub fn new(d: usize, forget: f64) -> Self {
-        Ridge { d, xtx: vec![0.0; d * d], xty: vec![0.0; d], weight: 0.0, forget }
+        Ridge {
+            d,
+            xtx: vec![0.0; d * d],
+            xty: vec![0.0; d],
+            weight: 0.0,
+            forget,
+        }
     }
 
     /// Adds one sample.

@@ -11,16 +11,23 @@ pub const HEADER: [&str; 3] = ["timestamp", "zone", "carbon_intensity_gco2_per_k
 
 /// Reads one canonical file. `source` names it in metrics (`csv` unless the caller knows better).
 pub fn read(path: &Path) -> Result<Series, Error> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| Error::Io { path: path.display().to_string(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
     parse(&text).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))
 }
 
 /// Parses the text of a canonical file. Every bad row is an error naming its line: a forecast
 /// built on a silently skipped row would be wrong without anyone knowing.
 pub fn parse(text: &str) -> Result<Series, Error> {
-    let mut reader = csv::ReaderBuilder::new().has_headers(true).from_reader(text.as_bytes());
-    let header = reader.headers().map_err(|e| Error::Invalid(e.to_string()))?.clone();
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_reader(text.as_bytes());
+    let header = reader
+        .headers()
+        .map_err(|e| Error::Invalid(e.to_string()))?
+        .clone();
     if header.iter().collect::<Vec<_>>() != HEADER {
         return Err(Error::Invalid(format!(
             "header is {:?}, want {}",
@@ -38,10 +45,14 @@ pub fn parse(text: &str) -> Result<Series, Error> {
             .parse()
             .map_err(|_| Error::Invalid(format!("line {line}: timestamp {:?}", &record[0])))?;
         if ts % 3600 != 0 {
-            return Err(Error::Invalid(format!("line {line}: {ts} is not the start of an hour")));
+            return Err(Error::Invalid(format!(
+                "line {line}: {ts} is not the start of an hour"
+            )));
         }
         if last.is_some_and(|l| ts <= l) {
-            return Err(Error::Invalid(format!("line {line}: timestamps must ascend")));
+            return Err(Error::Invalid(format!(
+                "line {line}: timestamps must ascend"
+            )));
         }
         last = Some(ts);
         match &zone {
@@ -58,9 +69,14 @@ pub fn parse(text: &str) -> Result<Series, Error> {
             .parse()
             .map_err(|_| Error::Invalid(format!("line {line}: intensity {:?}", &record[2])))?;
         if !value.is_finite() || value < 0.0 {
-            return Err(Error::Invalid(format!("line {line}: intensity {value} out of range")));
+            return Err(Error::Invalid(format!(
+                "line {line}: intensity {value} out of range"
+            )));
         }
-        points.push(Point { timestamp: ts, value: Some(value) });
+        points.push(Point {
+            timestamp: ts,
+            value: Some(value),
+        });
     }
     let zone = zone.ok_or_else(|| Error::Invalid("no rows".into()))?;
     Series::new(zone, "csv", Kind::Actual, 3600, points)
@@ -87,10 +103,22 @@ mod tests {
     fn bad_input_names_the_line() {
         let bad = [
             ("ts,zone,v\n0,A,1\n", "header"),
-            ("timestamp,zone,carbon_intensity_gco2_per_kwh\n0,A,1\n0,A,2\n", "line 3"),
-            ("timestamp,zone,carbon_intensity_gco2_per_kwh\n0,A,1\n3600,B,2\n", "line 3"),
-            ("timestamp,zone,carbon_intensity_gco2_per_kwh\n0,A,x\n", "line 2"),
-            ("timestamp,zone,carbon_intensity_gco2_per_kwh\n30,A,1\n", "line 2"),
+            (
+                "timestamp,zone,carbon_intensity_gco2_per_kwh\n0,A,1\n0,A,2\n",
+                "line 3",
+            ),
+            (
+                "timestamp,zone,carbon_intensity_gco2_per_kwh\n0,A,1\n3600,B,2\n",
+                "line 3",
+            ),
+            (
+                "timestamp,zone,carbon_intensity_gco2_per_kwh\n0,A,x\n",
+                "line 2",
+            ),
+            (
+                "timestamp,zone,carbon_intensity_gco2_per_kwh\n30,A,1\n",
+                "line 2",
+            ),
             ("timestamp,zone,carbon_intensity_gco2_per_kwh\n", "no rows"),
         ];
         for (text, want) in bad {

@@ -36,13 +36,21 @@ struct Forecast {
 }
 
 fn json<'a, T: Deserialize<'a>>(body: &'a str) -> Result<T, Error> {
-    serde_json::from_str(body).map_err(|source| Error::Json { provider: PROVIDER, source })
+    serde_json::from_str(body).map_err(|source| Error::Json {
+        provider: PROVIDER,
+        source,
+    })
 }
 
 fn series(zone: &str, kind: Kind, entries: &[Entry]) -> Result<Series, Error> {
     let points = entries
         .iter()
-        .map(|e| Ok(Point { timestamp: crate::time::parse(&e.datetime)?, value: e.carbon_intensity }))
+        .map(|e| {
+            Ok(Point {
+                timestamp: crate::time::parse(&e.datetime)?,
+                value: e.carbon_intensity,
+            })
+        })
         .collect::<Result<Vec<_>, Error>>()?;
     Series::new(zone, PROVIDER, kind, STEP, points)
 }
@@ -71,8 +79,17 @@ pub async fn fetch(
 ) -> Result<(Series, Series), Error> {
     let auth = [("auth-token", token)];
     let get = |what: &str| format!("{base}/carbon-intensity/{what}?zone={zone}");
-    let history = parse_history(zone, &super::get_text(client, PROVIDER, &get("history"), &auth).await?)?;
-    let latest = parse_latest(zone, &super::get_text(client, PROVIDER, &get("latest"), &auth).await?)?;
-    let forecast = parse_forecast(zone, &super::get_text(client, PROVIDER, &get("forecast"), &auth).await?)?;
+    let history = parse_history(
+        zone,
+        &super::get_text(client, PROVIDER, &get("history"), &auth).await?,
+    )?;
+    let latest = parse_latest(
+        zone,
+        &super::get_text(client, PROVIDER, &get("latest"), &auth).await?,
+    )?;
+    let forecast = parse_forecast(
+        zone,
+        &super::get_text(client, PROVIDER, &get("forecast"), &auth).await?,
+    )?;
     Ok((super::merge(history, latest)?, forecast))
 }

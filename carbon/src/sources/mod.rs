@@ -38,8 +38,12 @@ pub enum Provider {
 impl std::str::FromStr for ZoneSource {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let (zone, spec) = s.split_once('=').ok_or_else(|| format!("{s:?}: want ZONE=provider:arg"))?;
-        let (kind, arg) = spec.split_once(':').ok_or_else(|| format!("{s:?}: want ZONE=provider:arg"))?;
+        let (zone, spec) = s
+            .split_once('=')
+            .ok_or_else(|| format!("{s:?}: want ZONE=provider:arg"))?;
+        let (kind, arg) = spec
+            .split_once(':')
+            .ok_or_else(|| format!("{s:?}: want ZONE=provider:arg"))?;
         if zone.is_empty() || arg.is_empty() {
             return Err(format!("{s:?}: zone and argument must not be empty"));
         }
@@ -53,10 +57,15 @@ impl std::str::FromStr for ZoneSource {
             "electricitymaps" => Provider::ElectricityMaps(arg.to_string()),
             "watttime" => Provider::WattTime(arg.to_string()),
             other => {
-                return Err(format!("{s:?}: unknown provider {other:?} (csv, uk, electricitymaps, watttime)"))
+                return Err(format!(
+                    "{s:?}: unknown provider {other:?} (csv, uk, electricitymaps, watttime)"
+                ))
             }
         };
-        Ok(ZoneSource { zone: zone.to_string(), provider })
+        Ok(ZoneSource {
+            zone: zone.to_string(),
+            provider,
+        })
     }
 }
 
@@ -97,11 +106,17 @@ pub async fn fetch(
         Provider::Csv(path) => {
             let mut actual = csv::read(path)?;
             actual.points.retain(|p| p.timestamp <= now);
-            Ok(ZoneData { actual: renamed(actual), forecast: None })
+            Ok(ZoneData {
+                actual: renamed(actual),
+                forecast: None,
+            })
         }
         Provider::Uk(region) => {
             let (actual, forecast) = uk::fetch(client, uk::BASE_URL, zone, *region, now).await?;
-            Ok(ZoneData { actual, forecast: Some(forecast) })
+            Ok(ZoneData {
+                actual,
+                forecast: Some(forecast),
+            })
         }
         Provider::ElectricityMaps(key) => {
             let token = creds.electricity_maps_token.as_deref().ok_or_else(|| {
@@ -110,8 +125,12 @@ pub async fn fetch(
                     electricity_maps::TOKEN_ENV
                 ))
             })?;
-            let (a, f) = electricity_maps::fetch(client, electricity_maps::BASE_URL, key, token).await?;
-            Ok(ZoneData { actual: renamed(a), forecast: Some(renamed(f)) })
+            let (a, f) =
+                electricity_maps::fetch(client, electricity_maps::BASE_URL, key, token).await?;
+            Ok(ZoneData {
+                actual: renamed(a),
+                forecast: Some(renamed(f)),
+            })
         }
         Provider::WattTime(region) => {
             let (user, password) = creds.watttime.as_ref().ok_or_else(|| {
@@ -122,12 +141,24 @@ pub async fn fetch(
                 ))
             })?;
             let signal = creds.watttime_signal.ok_or_else(|| {
-                Error::Invalid(format!("{zone}: WattTime needs --watttime-signal marginal|average"))
+                Error::Invalid(format!(
+                    "{zone}: WattTime needs --watttime-signal marginal|average"
+                ))
             })?;
-            let (a, f) =
-                watttime::fetch(client, watttime::BASE_URL, region, signal, (user, password), now, 24 * 14)
-                    .await?;
-            Ok(ZoneData { actual: renamed(a), forecast: Some(renamed(f)) })
+            let (a, f) = watttime::fetch(
+                client,
+                watttime::BASE_URL,
+                region,
+                signal,
+                (user, password),
+                now,
+                24 * 14,
+            )
+            .await?;
+            Ok(ZoneData {
+                actual: renamed(a),
+                forecast: Some(renamed(f)),
+            })
         }
     }
 }
@@ -143,19 +174,25 @@ pub(crate) async fn get_text(
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
-    let resp = req
-        .send()
-        .await
-        .map_err(|source| Error::Request { provider, url: url.to_string(), source })?;
+    let resp = req.send().await.map_err(|source| Error::Request {
+        provider,
+        url: url.to_string(),
+        source,
+    })?;
     check(provider, url, resp).await
 }
 
-pub(crate) async fn check(provider: &'static str, url: &str, resp: reqwest::Response) -> Result<String, Error> {
+pub(crate) async fn check(
+    provider: &'static str,
+    url: &str,
+    resp: reqwest::Response,
+) -> Result<String, Error> {
     let status = resp.status();
-    let body = resp
-        .text()
-        .await
-        .map_err(|source| Error::Request { provider, url: url.to_string(), source })?;
+    let body = resp.text().await.map_err(|source| Error::Request {
+        provider,
+        url: url.to_string(),
+        source,
+    })?;
     if !status.is_success() {
         return Err(Error::Http {
             provider,
@@ -171,7 +208,9 @@ pub(crate) async fn check(provider: &'static str, url: &str, resp: reqwest::Resp
 /// beats a null one and `later` beats `earlier`.
 pub fn merge(earlier: Series, later: Series) -> Result<Series, Error> {
     if earlier.step_seconds != later.step_seconds || earlier.kind != later.kind {
-        return Err(Error::Invalid("cannot merge series of different step or kind".into()));
+        return Err(Error::Invalid(
+            "cannot merge series of different step or kind".into(),
+        ));
     }
     let mut map = std::collections::BTreeMap::new();
     for p in earlier.points.into_iter().chain(later.points) {
@@ -183,8 +222,17 @@ pub fn merge(earlier: Series, later: Series) -> Result<Series, Error> {
             })
             .or_insert(p.value);
     }
-    let points = map.into_iter().map(|(timestamp, value)| crate::series::Point { timestamp, value }).collect();
-    Series::new(later.zone, later.source, later.kind, later.step_seconds, points)
+    let points = map
+        .into_iter()
+        .map(|(timestamp, value)| crate::series::Point { timestamp, value })
+        .collect();
+    Series::new(
+        later.zone,
+        later.source,
+        later.kind,
+        later.step_seconds,
+        points,
+    )
 }
 
 /// Returns the series kind label for messages.
@@ -193,7 +241,14 @@ pub fn describe(s: &Series) -> String {
         Kind::Actual => "actual",
         Kind::Forecast => "forecast",
     };
-    format!("{} {} {} ({} points, {} gaps)", s.zone, s.source, kind, s.points.len(), s.gaps().len())
+    format!(
+        "{} {} {} ({} points, {} gaps)",
+        s.zone,
+        s.source,
+        kind,
+        s.points.len(),
+        s.gaps().len()
+    )
 }
 
 #[cfg(test)]

@@ -54,14 +54,22 @@ struct Regional {
 
 /// Actual and forecast series from a national response.
 pub fn parse_national(zone: &str, body: &str) -> Result<(Series, Series), Error> {
-    let resp: National =
-        serde_json::from_str(body).map_err(|source| Error::Json { provider: PROVIDER, source })?;
+    let resp: National = serde_json::from_str(body).map_err(|source| Error::Json {
+        provider: PROVIDER,
+        source,
+    })?;
     let mut actual = Vec::with_capacity(resp.data.len());
     let mut forecast = Vec::with_capacity(resp.data.len());
     for p in &resp.data {
         let timestamp = crate::time::parse(&p.from)?;
-        actual.push(Point { timestamp, value: p.intensity.actual });
-        forecast.push(Point { timestamp, value: p.intensity.forecast });
+        actual.push(Point {
+            timestamp,
+            value: p.intensity.actual,
+        });
+        forecast.push(Point {
+            timestamp,
+            value: p.intensity.forecast,
+        });
     }
     Ok((
         Series::new(zone, PROVIDER, Kind::Actual, STEP, actual)?,
@@ -71,19 +79,29 @@ pub fn parse_national(zone: &str, body: &str) -> Result<(Series, Series), Error>
 
 /// The forecast series of a regional response (the API publishes no regional actuals).
 pub fn parse_regional(zone: &str, body: &str) -> Result<Series, Error> {
-    let resp: Regional =
-        serde_json::from_str(body).map_err(|source| Error::Json { provider: PROVIDER, source })?;
+    let resp: Regional = serde_json::from_str(body).map_err(|source| Error::Json {
+        provider: PROVIDER,
+        source,
+    })?;
     let regions = match resp.data {
         OneOrMany::One(r) => vec![r],
         OneOrMany::Many(rs) => rs,
     };
     if regions.len() != 1 {
-        return Err(Error::Invalid(format!("uk: want one region, response has {}", regions.len())));
+        return Err(Error::Invalid(format!(
+            "uk: want one region, response has {}",
+            regions.len()
+        )));
     }
     let points = regions[0]
         .data
         .iter()
-        .map(|p| Ok(Point { timestamp: crate::time::parse(&p.from)?, value: p.intensity.forecast }))
+        .map(|p| {
+            Ok(Point {
+                timestamp: crate::time::parse(&p.from)?,
+                value: p.intensity.forecast,
+            })
+        })
         .collect::<Result<Vec<_>, Error>>()?;
     Series::new(zone, PROVIDER, Kind::Forecast, STEP, points)
 }
@@ -106,16 +124,32 @@ pub async fn fetch(
     let from = path_time(now.div_euclid(STEP) * STEP);
     match region {
         None => {
-            let past = super::get_text(client, PROVIDER, &format!("{base}/intensity/{from}/pt24h"), &[]).await?;
-            let next = super::get_text(client, PROVIDER, &format!("{base}/intensity/{from}/fw48h"), &[]).await?;
+            let past = super::get_text(
+                client,
+                PROVIDER,
+                &format!("{base}/intensity/{from}/pt24h"),
+                &[],
+            )
+            .await?;
+            let next = super::get_text(
+                client,
+                PROVIDER,
+                &format!("{base}/intensity/{from}/fw48h"),
+                &[],
+            )
+            .await?;
             let (pa, pf) = parse_national(zone, &past)?;
             let (na, nf) = parse_national(zone, &next)?;
             Ok((super::merge(pa, na)?, super::merge(pf, nf)?))
         }
         Some(id) => {
             let url = format!("{base}/regional/intensity/{from}/fw48h/regionid/{id}");
-            let forecast = parse_regional(zone, &super::get_text(client, PROVIDER, &url, &[]).await?)?;
-            Ok((Series::new(zone, PROVIDER, Kind::Actual, STEP, Vec::new())?, forecast))
+            let forecast =
+                parse_regional(zone, &super::get_text(client, PROVIDER, &url, &[]).await?)?;
+            Ok((
+                Series::new(zone, PROVIDER, Kind::Actual, STEP, Vec::new())?,
+                forecast,
+            ))
         }
     }
 }

@@ -81,8 +81,10 @@ fn to_grams_per_kwh(units: &str) -> Result<f64, Error> {
 /// Parses a `historical` or `forecast` body into a series of `kind`, checking the signal type
 /// is the one asked for (a marginal series must never be labelled average).
 pub fn parse(zone: &str, kind: Kind, signal: Signal, body: &str) -> Result<Series, Error> {
-    let resp: Response =
-        serde_json::from_str(body).map_err(|source| Error::Json { provider: PROVIDER, source })?;
+    let resp: Response = serde_json::from_str(body).map_err(|source| Error::Json {
+        provider: PROVIDER,
+        source,
+    })?;
     if let Some(s) = &resp.meta.signal_type {
         if s != signal.signal_type() {
             return Err(Error::Invalid(format!(
@@ -97,10 +99,19 @@ pub fn parse(zone: &str, kind: Kind, signal: Signal, body: &str) -> Result<Serie
         .data
         .iter()
         .map(|d| {
-            Ok(Point { timestamp: crate::time::parse(&d.point_time)?, value: d.value.map(|v| v * factor) })
+            Ok(Point {
+                timestamp: crate::time::parse(&d.point_time)?,
+                value: d.value.map(|v| v * factor),
+            })
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    Series::new(zone, format!("{PROVIDER}_{}", signal.signal_type()), kind, step, points)
+    Series::new(
+        zone,
+        format!("{PROVIDER}_{}", signal.signal_type()),
+        kind,
+        step,
+        points,
+    )
 }
 
 /// Logs in and fetches the past `history_hours` and the next 48 h.
@@ -119,18 +130,35 @@ pub async fn fetch(
         .basic_auth(user, Some(password))
         .send()
         .await
-        .map_err(|source| Error::Request { provider: PROVIDER, url: url.clone(), source })?;
+        .map_err(|source| Error::Request {
+            provider: PROVIDER,
+            url: url.clone(),
+            source,
+        })?;
     let body = super::check(PROVIDER, &url, resp).await?;
-    let token: Login =
-        serde_json::from_str(&body).map_err(|source| Error::Json { provider: PROVIDER, source })?;
+    let token: Login = serde_json::from_str(&body).map_err(|source| Error::Json {
+        provider: PROVIDER,
+        source,
+    })?;
     let bearer = format!("Bearer {}", token.token);
     let auth = [("authorization", bearer.as_str())];
     let st = signal.signal_type();
     let start = crate::time::format(now - history_hours * 3600);
     let end = crate::time::format(now);
-    let hist_url = format!("{base}/v3/historical?region={region}&start={start}&end={end}&signal_type={st}");
+    let hist_url =
+        format!("{base}/v3/historical?region={region}&start={start}&end={end}&signal_type={st}");
     let fc_url = format!("{base}/v3/forecast?region={region}&signal_type={st}&horizon_hours=48");
-    let actual = parse(region, Kind::Actual, signal, &super::get_text(client, PROVIDER, &hist_url, &auth).await?)?;
-    let forecast = parse(region, Kind::Forecast, signal, &super::get_text(client, PROVIDER, &fc_url, &auth).await?)?;
+    let actual = parse(
+        region,
+        Kind::Actual,
+        signal,
+        &super::get_text(client, PROVIDER, &hist_url, &auth).await?,
+    )?;
+    let forecast = parse(
+        region,
+        Kind::Forecast,
+        signal,
+        &super::get_text(client, PROVIDER, &fc_url, &auth).await?,
+    )?;
     Ok((actual, forecast))
 }
