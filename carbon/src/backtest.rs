@@ -202,7 +202,11 @@ mod tests {
         assert_eq!(r.rows.len(), 3);
         let (gain, _) = improvement(&r.rows, 24).unwrap();
         assert!(gain > 0.1, "{:?}", r.rows);
-        assert!(r.rows[2].mae < r.rows[0].mae && r.rows[2].mae < r.rows[1].mae, "{:?}", r.rows);
+        assert!(
+            r.rows[2].mae < r.rows[0].mae && r.rows[2].mae < r.rows[1].mae,
+            "{:?}",
+            r.rows
+        );
         assert_eq!(r.trace.points.len(), r.rows[0].samples);
         assert_eq!(r.missing_hours, 0);
     }

@@ -173,7 +173,8 @@ pub mod estimate {
 pub mod carbon {
     /// Gauge, `zone`, `source`, `kind` (`actual`|`forecast`), `horizon_hours` (forecasts only):
     /// grid carbon intensity in grams of CO2(eq) per kWh.
-    pub const GRID_CARBON_INTENSITY_GRAMS_PER_KWH: &str = "greenpipe_grid_carbon_intensity_grams_per_kwh";
+    pub const GRID_CARBON_INTENSITY_GRAMS_PER_KWH: &str =
+        "greenpipe_grid_carbon_intensity_grams_per_kwh";
     /// Gauge, `node`, `zone`: always 1; maps nodes to grid zones for the emissions rules.
     pub const NODE_GRID_ZONE_INFO: &str = "greenpipe_node_grid_zone_info";
     /// Label key: grid zone.
