@@ -236,6 +236,13 @@ struct BacktestArgs {
 
 /// Runs a `carbon` subcommand.
 pub fn run(args: Args) -> Result<()> {
+    // Keeps the caller's subscriber if it installed one (the estimator's `serve` may).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
     match args.command {
         Command::Backtest(a) => run_backtest(a),
         Command::Intensity(a) => runtime()?.block_on(run_intensity(a)),
@@ -278,6 +285,16 @@ async fn run_intensity(a: IntensityArgs) -> Result<()> {
             println!("wrote {} samples to {url}", samples.len());
         }
         None => Stdout.write(&samples).await?,
+    }
+    // The other zones were written; a failed one still fails the command (cron, CI).
+    if !zf.errors.is_empty() {
+        let failed: Vec<String> = zf.errors.iter().map(|(z, e)| format!("{z}: {e}")).collect();
+        bail!(
+            "{} of {} sources failed:\n  {}",
+            zf.errors.len(),
+            a.source.sources.len(),
+            failed.join("\n  ")
+        );
     }
     Ok(())
 }

@@ -72,6 +72,8 @@ pub struct ZoneForecasts {
     pub actuals: BTreeMap<String, (String, Option<f64>)>,
     /// Zone → hourly actual history.
     pub history: BTreeMap<String, crate::series::Hourly>,
+    /// Zone → why its source failed this round.
+    pub errors: BTreeMap<String, String>,
 }
 
 /// Fetches and forecasts every zone. A failing source leaves its zone without a forecast and is
@@ -86,6 +88,7 @@ pub async fn forecast_all(
         forecasts: BTreeMap::new(),
         actuals: BTreeMap::new(),
         history: BTreeMap::new(),
+        errors: BTreeMap::new(),
     };
     for src in sources {
         match sources::fetch(client, src, creds, now).await {
@@ -106,6 +109,7 @@ pub async fn forecast_all(
             Err(e) => {
                 tracing::error!(zone = %src.zone, error = %e, "source failed; zone has no forecast this round");
                 out.forecasts.insert(src.zone.clone(), Vec::new());
+                out.errors.insert(src.zone.clone(), e.to_string());
             }
         }
     }
