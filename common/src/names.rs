@@ -239,3 +239,21 @@ pub mod estimator {
     /// Gauge, `model`: 1 for every model loaded from the model file.
     pub const MODELS_LOADED: &str = "greenpipe_estimator_models_loaded";
 }
+
+/// Grid carbon intensity and carbon-aware placement (written by `greenpipe-estimator carbon`).
+pub mod carbon {
+    /// Gauge, `zone`, `source`, `kind` (`actual`|`forecast`), `horizon_hours` (forecasts only):
+    /// grid carbon intensity in grams of CO2(eq) per kWh.
+    pub const GRID_CARBON_INTENSITY_GRAMS_PER_KWH: &str =
+        "greenpipe_grid_carbon_intensity_grams_per_kwh";
+    /// Gauge, `node`, `zone`: always 1; maps nodes to grid zones for the emissions rules.
+    pub const NODE_GRID_ZONE_INFO: &str = "greenpipe_node_grid_zone_info";
+    /// Label key: grid zone.
+    pub const ZONE: &str = "zone";
+    /// Label key: forecast horizon in whole hours.
+    pub const HORIZON_HOURS: &str = "horizon_hours";
+    /// Values of the `kind` label ([`super::label::KIND`]).
+    pub const KIND_ACTUAL: &str = "actual";
+    /// See [`KIND_ACTUAL`].
+    pub const KIND_FORECAST: &str = "forecast";
+}

@@ -1,0 +1,74 @@
+//! GreenPipe carbon awareness: where and when power burns the least carbon.
+//!
+//! * [`sources`]: grid carbon intensity from the UK Carbon Intensity API, Electricity Maps,
+//!   WattTime v3 and canonical CSV files, gaps kept and reported.
+//! * [`forecast`]: seasonal-naive baselines and a direct multi-horizon regression on lagged and
+//!   calendar features; [`backtest`] scores them with a rolling origin and writes a report.
+//! * [`planner`]: the placement decision as a pure function (zones, forecasts, current node
+//!   labels and taints, time) → changes; [`patch`] turns a change into a JSON patch for a Node;
+//!   [`controller`] runs it against the API server with `kube`.
+//! * [`queries`]: best zone, best start window, low-since.
+//! * [`sink`]: where the intensity metric goes (remote write).
+//!
+//! The estimator binary exposes all of it as `greenpipe-estimator carbon ...` through [`cli::run`].
+#![deny(missing_docs)]
+
+pub mod backtest;
+pub mod cli;
+pub mod controller;
+pub mod forecast;
+pub mod patch;
+pub mod planner;
+pub mod queries;
+pub mod report;
+pub mod secrets;
+pub mod series;
+pub mod sink;
+pub mod sources;
+pub mod time;
+
+/// Errors of the library; the CLI wraps them with context via `anyhow`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Input that does not have the documented shape or values.
+    #[error("{0}")]
+    Invalid(String),
+    /// A provider response that does not parse as its documented JSON.
+    #[error("{provider}: response is not the documented JSON: {source}")]
+    Json {
+        /// Which provider.
+        provider: &'static str,
+        /// The parse error (with line and column).
+        source: serde_json::Error,
+    },
+    /// A provider answered with a non-success status.
+    #[error("{provider}: HTTP {status} from {url}: {body}")]
+    Http {
+        /// Which provider.
+        provider: &'static str,
+        /// The status code.
+        status: u16,
+        /// The URL (without credentials).
+        url: String,
+        /// The first bytes of the body.
+        body: String,
+    },
+    /// Network-level failure.
+    #[error("{provider}: request to {url} failed: {source}")]
+    Request {
+        /// Which provider.
+        provider: &'static str,
+        /// The URL.
+        url: String,
+        /// The transport error.
+        source: reqwest::Error,
+    },
+    /// Reading a file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}

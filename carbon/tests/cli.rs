@@ -1,0 +1,234 @@
+//! End to end through `greenpipe-estimator carbon ...` on the shared carbon series: intensity
+//! written by remote write into a real Prometheus, the placement dry run, and the queries.
+
+use greenpipe_tests::{workspace_binary, workspace_root, Prometheus};
+use std::process::Command;
+
+const AT: &str = "2022-06-01T12:00:00Z";
+const AT_UNIX: i64 = 1_654_084_800;
+
+fn series(zone: &str) -> String {
+    format!(
+        "{zone}=csv:{}/../shared/datasets/carbon/eia-dcrl-2022/{zone}.csv",
+        workspace_root().display()
+    )
+}
+
+fn carbon(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(workspace_binary("greenpipe-estimator"))
+        .arg("carbon")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn shared_data_present() -> bool {
+    let p = workspace_root().join("../shared/datasets/carbon/eia-dcrl-2022/CISO.csv");
+    if !p.exists() {
+        eprintln!(
+            "skipping: shared carbon dataset not found at {}",
+            p.display()
+        );
+    }
+    p.exists()
+}
+
+#[test]
+fn intensity_is_remote_written_to_prometheus() {
+    if !shared_data_present() {
+        return;
+    }
+    let prom = Prometheus::start(&[], "1s").unwrap();
+    let (ciso, bpat) = (series("CISO"), series("BPAT"));
+    let (ok, stdout, stderr) = carbon(&[
+        "intensity",
+        "--source",
+        &ciso,
+        "--source",
+        &bpat,
+        "--at",
+        AT,
+        "--remote-write-url",
+        &prom.remote_write_url(),
+    ]);
+    assert!(ok, "{stdout}\n{stderr}");
+    // The actual written is the CSV's value for the hour of --at.
+    let csv = greenpipe_carbon::sources::csv::read(
+        &workspace_root().join("../shared/datasets/carbon/eia-dcrl-2022/CISO.csv"),
+    )
+    .unwrap();
+    let want = csv.value_at(AT_UNIX).unwrap();
+    let got = prom
+        .query_scalar(r#"greenpipe_grid_carbon_intensity_grams_per_kwh{zone="CISO",kind="actual",source="csv"}"#)
+        .unwrap()
+        .expect("actual sample in Prometheus");
+    assert!((got - want).abs() < 1e-9, "got {got}, want {want}");
+    // Forecasts for every default horizon and both zones, from our regression.
+    let f = prom
+        .query(r#"greenpipe_grid_carbon_intensity_grams_per_kwh{kind="forecast"}"#)
+        .unwrap();
+    assert_eq!(f.len(), 2 * 6, "{f:?}");
+    assert!(
+        f.iter()
+            .all(|s| s["metric"]["source"] == "greenpipe_regression"),
+        "{f:?}"
+    );
+    let h24 = prom
+        .query_scalar(r#"greenpipe_grid_carbon_intensity_grams_per_kwh{zone="BPAT",kind="forecast",horizon_hours="24"}"#)
+        .unwrap()
+        .unwrap();
+    assert!((5.0..500.0).contains(&h24), "{h24}");
+}
+
+#[test]
+fn placement_dry_run_plans_labels_and_taints() {
+    if !shared_data_present() {
+        return;
+    }
+    let nodes = format!("{}/tests/fixtures/nodes.json", env!("CARGO_MANIFEST_DIR"));
+    let (ciso, bpat) = (series("CISO"), series("BPAT"));
+    let (ok, stdout, stderr) = carbon(&[
+        "place",
+        "--dry-run",
+        "--once",
+        "--nodes-file",
+        &nodes,
+        "--source",
+        &ciso,
+        "--source",
+        &bpat,
+        "--zone-alias",
+        "us-west-2a=CISO",
+        "--at",
+        AT,
+        "--horizon",
+        "2h",
+    ]);
+    assert!(ok, "{stdout}\n{stderr}");
+    // BPAT (hydro, tens of g/kWh) is always cleaner than CISO (hundreds): CISO red, BPAT green.
+    assert!(
+        stdout.contains("zone BPAT: green") && stdout.contains("zone CISO: red"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("node edge-ciso: none -> red, taint"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("node edge-bpat: none -> green, untaint"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("node edge-unknown: green -> none (node has no zone)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(r#""op":"test","path":"/metadata/resourceVersion","value":"10""#),
+        "{stdout}"
+    );
+    // Inside an override window everything is forced off.
+    let (ok, stdout, _) = carbon(&[
+        "place",
+        "--dry-run",
+        "--once",
+        "--nodes-file",
+        &nodes,
+        "--source",
+        &ciso,
+        "--source",
+        &bpat,
+        "--zone-alias",
+        "us-west-2a=CISO",
+        "--at",
+        AT,
+        "--override-off",
+        "2022-06-01T00:00:00Z/2022-06-02T00:00:00Z",
+    ]);
+    assert!(ok);
+    assert!(
+        stdout.contains("node edge-bpat: none -> none, untaint (override window: forced off)"),
+        "{stdout}"
+    );
+    // A nodes file without --dry-run is refused.
+    let (ok, _, stderr) = carbon(&["place", "--once", "--nodes-file", &nodes, "--source", &ciso]);
+    assert!(!ok && stderr.contains("--dry-run"), "{stderr}");
+}
+
+#[test]
+fn queries_answer_on_the_shared_series() {
+    if !shared_data_present() {
+        return;
+    }
+    let (ciso, bpat) = (series("CISO"), series("BPAT"));
+    let (ok, stdout, stderr) = carbon(&[
+        "best-zone",
+        "--source",
+        &ciso,
+        "--source",
+        &bpat,
+        "--at",
+        AT,
+        "--horizon",
+        "3h",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("best: BPAT"), "{stdout}");
+
+    let (ok, stdout, stderr) = carbon(&[
+        "window",
+        "--source",
+        &ciso,
+        "--zone",
+        "CISO",
+        "--duration",
+        "3h",
+        "--at",
+        AT,
+    ]);
+    assert!(ok, "{stderr}");
+    // CISO is cleanest around midday Pacific (solar): the best 3 h start is 48 h away at most.
+    let start = stdout
+        .split("start ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap();
+    let start = greenpipe_carbon::time::parse(start).unwrap();
+    assert!((AT_UNIX..=AT_UNIX + 48 * 3600).contains(&start), "{stdout}");
+
+    let (ok, stdout, stderr) = carbon(&[
+        "low-since",
+        "--source",
+        &ciso,
+        "--zone",
+        "CISO",
+        "--hours",
+        "24",
+        "--at",
+        AT,
+        "--below",
+        "1000",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("past 24 h: 24 low, 0 missing") && stdout.contains("low for all 24 h: yes"),
+        "{stdout}"
+    );
+    // Unknown zone is a clear error.
+    let (ok, _, stderr) = carbon(&[
+        "window",
+        "--source",
+        &ciso,
+        "--zone",
+        "NOPE",
+        "--duration",
+        "1h",
+        "--at",
+        AT,
+    ]);
+    assert!(!ok && stderr.contains("NOPE"), "{stderr}");
+}
