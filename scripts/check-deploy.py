@@ -7,6 +7,10 @@ with the virtualenv that scripts/setup.sh creates (.venv).
                                          Prometheus Operator kinds against their CRD schemas
   check-deploy.py prometheusrule         print the PrometheusRule built from deploy/prometheus/rules
   check-deploy.py containerfile FILE     parse with the BuildKit parser and check the stages
+  check-deploy.py shards FILE            every estimator StatefulSet: SHARD_COUNT == replicas
+  check-deploy.py promconfig IN OUT      IN with kubernetes_sd_configs replaced by static targets,
+                                         for Debian's promtool, which is built without Kubernetes
+                                         discovery (everything else in IN is still checked)
 
 Unknown kinds are errors, not warnings: a manifest nobody validated must not pass.
 """
@@ -140,6 +144,43 @@ def containerfile(path):
     return 1 if problems else 0
 
 
+def shards(path):
+    count = 0
+    problems = []
+    for doc in yaml.safe_load_all(pathlib.Path(path).read_text()):
+        if not doc or doc.get("kind") != "StatefulSet":
+            continue
+        if doc["metadata"]["name"] != "greenpipe-estimator":
+            continue
+        count += 1
+        replicas = doc["spec"].get("replicas", 1)
+        env = {
+            e["name"]: e
+            for c in doc["spec"]["template"]["spec"]["containers"]
+            for e in c.get("env", [])
+        }
+        shard_count = env.get("SHARD_COUNT", {}).get("value")
+        index = env.get("SHARD_INDEX", {}).get("valueFrom", {}).get("fieldRef", {})
+        if shard_count != str(replicas):
+            problems.append(f"SHARD_COUNT {shard_count!r} != replicas {replicas}")
+        if index.get("fieldPath") != "metadata.labels['apps.kubernetes.io/pod-index']":
+            problems.append(f"SHARD_INDEX does not come from the pod-index label: {index}")
+    if count == 0:
+        problems.append("no greenpipe-estimator StatefulSet")
+    for p in problems:
+        print("FAIL", p)
+    return 1 if problems else 0
+
+
+def promconfig(source, out):
+    config = yaml.safe_load(pathlib.Path(source).read_text())
+    for job in config.get("scrape_configs", []):
+        if job.pop("kubernetes_sd_configs", None) is not None:
+            job["static_configs"] = [{"targets": ["discovered.invalid:80"]}]
+    pathlib.Path(out).write_text(yaml.safe_dump(config, sort_keys=False))
+    return 0
+
+
 def main(argv):
     if len(argv) >= 2 and argv[1] == "validate":
         return validate(argv[2:])
@@ -147,6 +188,10 @@ def main(argv):
         return prometheusrule()
     if len(argv) == 3 and argv[1] == "containerfile":
         return containerfile(argv[2])
+    if len(argv) == 3 and argv[1] == "shards":
+        return shards(argv[2])
+    if len(argv) == 4 and argv[1] == "promconfig":
+        return promconfig(argv[2], argv[3])
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+pub mod demo_pod;
+pub mod grafana;
+pub mod static_target;
+
 /// A free TCP port on 127.0.0.1 (bound then released; good enough for tests on one machine).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -131,6 +135,25 @@ impl Prometheus {
             guard: None,
         };
         p.write_config()?;
+        p.spawn()?;
+        Ok(p)
+    }
+
+    /// Starts Prometheus with a whole configuration file of the caller's (rule files, several
+    /// jobs); paths in it must be absolute. The remote-write receiver is enabled as in
+    /// [`Prometheus::start`].
+    pub fn start_with_config(config: &str) -> anyhow::Result<Prometheus> {
+        let dir = tempfile::tempdir()?;
+        let port = free_port();
+        let mut p = Prometheus {
+            url: format!("http://127.0.0.1:{port}"),
+            dir,
+            port,
+            scrape_targets: Vec::new(),
+            scrape_interval: String::new(),
+            guard: None,
+        };
+        std::fs::write(p.dir.path().join("prometheus.yml"), config)?;
         p.spawn()?;
         Ok(p)
     }
