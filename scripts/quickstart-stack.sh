@@ -221,13 +221,13 @@ while :; do
   nodes="$(query 'max by (node, model) (greenpipe_node_power_watts)' |
     jq -r '.data.result[]? | "  \(.metric.node)  \(.value[1] | tonumber * 10 | round / 10) W  (model \(.metric.model))"')"
   top="$(query 'topk(5, sum by (container_id, pod_uid) (greenpipe_container_power_watts))' |
-    jq -r '.data.result[]? | [.metric.container_id, .metric.pod_uid, (.value[1] | tonumber * 100 | round / 100)] | @tsv')"
+    jq -r '.data.result[]? | [.metric.container_id // "", .metric.pod_uid // "", (.value[1] | tonumber * 100 | round / 100 | tostring)] | join("|")')"
   view="GreenPipe quick start   Prometheus: $prom   ($((elapsed))s"
   ((duration > 0)) && view+=" of ${duration}s"
   ((elapsed < load_seconds)) && view+=", demo load running" || view+=", load finished"
   view+=")"$'\n'"Predicted node power:"$'\n'"${nodes:-  (waiting for the first prediction)}"$'\n'"Top containers:"
   if [[ -n $top ]]; then
-    while IFS=$'\t' read -r cid uid watts; do
+    while IFS='|' read -r cid uid watts; do
       name="${pod_names[$uid]:-}"
       [[ -z $name ]] && name="${cid:0:12}"
       view+=$'\n'"$(printf '  %-14s %8s W   %s' "$name" "$watts" "${uid:-(host processes)}")"
