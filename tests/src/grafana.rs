@@ -37,4 +37,3 @@ pub fn substitute_variables(expr: &str, range: &str) -> String {
         .replace("$__range", range)
         .replace("$node", ".+")
 }
-

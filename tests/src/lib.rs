@@ -54,6 +54,15 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     path
 }
 
+/// Like [`workspace_binary`], unless `GREENPIPE_TEST_BIN_DIR` names a directory of prebuilt
+/// binaries (release builds, or binaries from another checkout) to test instead.
+pub fn test_binary(name: &str) -> PathBuf {
+    match std::env::var_os("GREENPIPE_TEST_BIN_DIR") {
+        Some(dir) => PathBuf::from(dir).join(name),
+        None => workspace_binary(name),
+    }
+}
+
 /// The workspace root directory.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -19,7 +19,12 @@ fn every_profile_loads_and_interpolates_between_idle_and_full_load() {
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert_eq!(file.models.len(), 1, "{}", path.display());
         let m = &file.models[0];
-        assert!(m.name.contains("uncalibrated"), "{}: {}", path.display(), m.name);
+        assert!(
+            m.name.contains("uncalibrated"),
+            "{}: {}",
+            path.display(),
+            m.name
+        );
         assert!(
             m.source.as_deref().is_some_and(|s| s.len() > 80),
             "{}: cite the measurements in `source`",
@@ -53,6 +58,10 @@ fn every_profile_loads_and_interpolates_between_idle_and_full_load() {
     boards.sort();
     assert_eq!(
         boards,
-        ["uncalibrated-rpi4", "uncalibrated-rpi5", "uncalibrated-x86-server"]
+        [
+            "uncalibrated-rpi4",
+            "uncalibrated-rpi5",
+            "uncalibrated-x86-server"
+        ]
     );
 }

@@ -98,9 +98,10 @@ fn validator_rejects_unknown_fields() {
     let tmp = tempfile::tempdir().unwrap();
     let deploy = workspace_root().join("deploy");
     let base = build(&deploy.join("base"), tmp.path());
-    let typo = std::fs::read_to_string(&base)
-        .unwrap()
-        .replacen("hostPID: true", "hostPid: true", 1);
+    let typo =
+        std::fs::read_to_string(&base)
+            .unwrap()
+            .replacen("hostPID: true", "hostPid: true", 1);
     let bad = tmp.path().join("typo.yaml");
     std::fs::write(&bad, typo).unwrap();
     let out = check_deploy(&["validate", bad.to_str().unwrap()]);
@@ -108,9 +109,11 @@ fn validator_rejects_unknown_fields() {
     assert!(text(&out).contains("hostPid"), "{}", text(&out));
 
     let operator = build(&deploy.join("overlays/prometheus-operator"), tmp.path());
-    let typo = std::fs::read_to_string(&operator)
-        .unwrap()
-        .replacen("podMetricsEndpoints:", "podMetricEndpoints:", 1);
+    let typo = std::fs::read_to_string(&operator).unwrap().replacen(
+        "podMetricsEndpoints:",
+        "podMetricEndpoints:",
+        1,
+    );
     std::fs::write(&bad, typo).unwrap();
     let out = check_deploy(&["validate", bad.to_str().unwrap()]);
     assert!(
@@ -126,17 +129,11 @@ fn estimator_shard_count_equals_replicas_in_every_overlay() {
     for dir in kustomizations() {
         let built = build(&dir, tmp.path());
         let manifests = std::fs::read_to_string(&built).unwrap();
-        if !manifests.contains("name: greenpipe-estimator") || !manifests.contains("StatefulSet")
-        {
+        if !manifests.contains("name: greenpipe-estimator") || !manifests.contains("StatefulSet") {
             continue;
         }
         let out = check_deploy(&["shards", built.to_str().unwrap()]);
-        assert!(
-            out.status.success(),
-            "{}: {}",
-            dir.display(),
-            text(&out)
-        );
+        assert!(out.status.success(), "{}: {}", dir.display(), text(&out));
     }
 }
 
@@ -241,8 +238,7 @@ fn dashboards_are_well_formed() {
         "self-monitoring",
     ] {
         let path = dir.join(format!("{name}.json"));
-        let dash: Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let dash: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         uids.push(dash["uid"].as_str().unwrap().to_string());
         let vars = dash["templating"]["list"].as_array().unwrap();
         assert!(

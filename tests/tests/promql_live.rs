@@ -17,7 +17,7 @@ use std::time::Duration;
 use greenpipe_tests::demo_pod::DemoPod;
 use greenpipe_tests::grafana::{dashboard_exprs, substitute_variables};
 use greenpipe_tests::static_target::StaticTarget;
-use greenpipe_tests::{free_port, wait_for, workspace_binary, workspace_root, Guard, Prometheus};
+use greenpipe_tests::{free_port, test_binary, wait_for, workspace_root, Guard, Prometheus};
 use serde_json::Value;
 
 const NODE: &str = "e2e-node";
@@ -41,7 +41,12 @@ fn emulated_sources(pods: &[(&DemoPod, &str)]) -> String {
     text
 }
 
-fn prometheus_config(exporter: &str, dead_exporter: &str, estimator: &str, emulated: &str) -> String {
+fn prometheus_config(
+    exporter: &str,
+    dead_exporter: &str,
+    estimator: &str,
+    emulated: &str,
+) -> String {
     let rules = workspace_root().join("deploy/prometheus/rules");
     format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 5s\n\
@@ -74,7 +79,13 @@ fn loaded_rules(prom: &Prometheus) -> Vec<(String, String, String, String, Strin
     for group in body["data"]["groups"].as_array().expect("rule groups") {
         for r in group["rules"].as_array().expect("rules") {
             let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
-            out.push((s("type"), s("name"), s("query"), s("health"), s("lastError")));
+            out.push((
+                s("type"),
+                s("name"),
+                s("query"),
+                s("health"),
+                s("lastError"),
+            ));
         }
     }
     out
@@ -95,7 +106,7 @@ fn every_dashboard_and_rule_expression_returns_data() {
     let exporter_port = free_port();
     let _exporter = Guard::new(
         "exporter",
-        Command::new(workspace_binary("greenpipe-exporter"))
+        Command::new(test_binary("greenpipe-exporter"))
             .args([
                 "--web.listen-address",
                 &format!("127.0.0.1:{exporter_port}"),
@@ -117,7 +128,7 @@ fn every_dashboard_and_rule_expression_returns_data() {
     let estimator_log = prom.dir.path().join("estimator.log");
     let mut estimator = Guard::new(
         "estimator",
-        Command::new(workspace_binary("greenpipe-estimator"))
+        Command::new(test_binary("greenpipe-estimator"))
             .args(["serve", "--prometheus-url", &prom.url, "--remote-write-url"])
             .arg(prom.remote_write_url())
             .arg("--models")
@@ -195,7 +206,11 @@ fn every_dashboard_and_rule_expression_returns_data() {
     );
     estimator.terminate();
     checked += 1;
-    if wait_for(Duration::from_secs(60), || non_empty(&prom, &lag_query).ok()).is_none() {
+    if wait_for(Duration::from_secs(60), || {
+        non_empty(&prom, &lag_query).ok()
+    })
+    .is_none()
+    {
         failures.push(format!(
             "{lagging}: {lag_query}: still empty 60 s after the estimator stopped"
         ));

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use greenpipe_tests::demo_pod::cgroup2_root;
-use greenpipe_tests::{free_port, workspace_binary, workspace_root};
+use greenpipe_tests::{free_port, test_binary, workspace_root};
 use serde_json::Value;
 
 /// Path of the full-stack quick start (issue2's exporter-only quickstart.sh is replaced by it).
@@ -57,8 +57,8 @@ fn marked_processes(run_dir: &Path) -> Vec<(u32, String)> {
 
 #[test]
 fn quickstart_produces_predictions_and_leaves_nothing_running() {
-    let exporter = workspace_binary("greenpipe-exporter");
-    workspace_binary("greenpipe-estimator");
+    let exporter = test_binary("greenpipe-exporter");
+    test_binary("greenpipe-estimator");
     let bin_dir = exporter.parent().unwrap().to_path_buf();
     let run = tempfile::tempdir().unwrap();
     let run_dir = run.path().join("run");
@@ -119,16 +119,20 @@ fn quickstart_produces_predictions_and_leaves_nothing_running() {
         "no greenpipe_node_power_watts in the quick start's Prometheus:\n{output}"
     );
     assert!(
-        node_power
-            .iter()
-            .all(|s| s["metric"]["model"].as_str().unwrap_or("").contains("uncalibrated")),
+        node_power.iter().all(|s| s["metric"]["model"]
+            .as_str()
+            .unwrap_or("")
+            .contains("uncalibrated")),
         "the quick start predicts with a bundled uncalibrated profile: {node_power:?}"
     );
     assert!(
         !pod_power.is_empty(),
         "no container power for the demo pods:\n{output}"
     );
-    assert!(output.contains(&url), "the Prometheus URL is printed:\n{output}");
+    assert!(
+        output.contains(&url),
+        "the Prometheus URL is printed:\n{output}"
+    );
     assert!(
         output.contains("Predicted node power:") && output.contains("Top containers:"),
         "live view missing:\n{output}"
