@@ -228,9 +228,11 @@ while :; do
   view+=")"$'\n'"Predicted node power:"$'\n'"${nodes:-  (waiting for the first prediction)}"$'\n'"Top containers:"
   if [[ -n $top ]]; then
     while IFS='|' read -r cid uid watts; do
-      name="${pod_names[$uid]:-}"
-      [[ -z $name ]] && name="${cid:0:12}"
-      view+=$'\n'"$(printf '  %-14s %8s W   %s' "$name" "$watts" "${uid:-(host processes)}")"
+      name="${cid:0:12}"
+      [[ -n $uid && -n ${pod_names[$uid]:-} ]] && name="${pod_names[$uid]}"
+      pod="${uid:-(not in a pod)}"
+      [[ $cid == system ]] && pod="(host processes outside containers)"
+      view+=$'\n'"$(printf '  %-14s %8s W   %s' "$name" "$watts" "$pod")"
     done <<<"$top"
   else
     view+=$'\n'"  (waiting for the first attribution)"
