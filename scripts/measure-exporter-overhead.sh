@@ -2,11 +2,12 @@
 # Measures what a running exporter costs, from its own self metrics (the figures behind the
 # DaemonSet's resource requests, docs/deploy.md): runs the release exporter at 1 s, scrapes it
 # once a second like Prometheus does, and prints mean CPU (millicores) and peak RSS (MiB).
-#   scripts/measure-exporter-overhead.sh [SECONDS]    (default 120; needs a release build)
+#   scripts/measure-exporter-overhead.sh [SECONDS]    (default 120; needs a release build,
+#   or EXPORTER_BIN=path/to/greenpipe-exporter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-120}"
-bin=target/release/greenpipe-exporter
+bin="${EXPORTER_BIN:-target/release/greenpipe-exporter}"
 [[ -x $bin ]] || { echo "build first: cargo build --release -p greenpipe-exporter" >&2; exit 1; }
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 "$bin" --web.listen-address "127.0.0.1:$port" --node-name overhead --log.level warn &
