@@ -52,6 +52,9 @@ pub struct Cli {
     /// Also export the loopback interface in node network metrics.
     #[arg(long = "collector.netdev.include-loopback")]
     pub netdev_include_loopback: bool,
+    /// Also count loop, ram and zram devices in node disk metrics.
+    #[arg(long = "collector.diskstats.include-virtual")]
+    pub diskstats_include_virtual: bool,
     /// Optional TOML configuration file.
     #[arg(long = "config.file")]
     pub config_file: Option<PathBuf>,
@@ -83,6 +86,9 @@ pub struct FileConfig {
     /// `[netdev]` section.
     #[serde(default)]
     pub netdev: NetdevFile,
+    /// `[diskstats]` section.
+    #[serde(default)]
+    pub diskstats: DiskstatsFile,
 }
 
 /// `[web]`.
@@ -123,6 +129,14 @@ pub struct NetdevFile {
     pub include_loopback: Option<bool>,
 }
 
+/// `[diskstats]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskstatsFile {
+    /// Also count loop, ram and zram devices.
+    pub include_virtual: Option<bool>,
+}
+
 /// The validated configuration the exporter runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -144,6 +158,8 @@ pub struct Config {
     pub process_top_n: usize,
     /// Export `lo` in node network metrics.
     pub netdev_include_loopback: bool,
+    /// Count loop, ram and zram devices in node disk metrics.
+    pub diskstats_include_virtual: bool,
     /// Log filter.
     pub log_level: String,
 }
@@ -165,6 +181,7 @@ impl Config {
             explicit: BTreeSet::new(),
             process_top_n: 10,
             netdev_include_loopback: false,
+            diskstats_include_virtual: false,
             log_level: "info".into(),
         }
     }
@@ -299,6 +316,8 @@ fn merge(
         process_top_n: cli.process_top_n.or(file.process.top_n).unwrap_or(10),
         netdev_include_loopback: cli.netdev_include_loopback
             || file.netdev.include_loopback.unwrap_or(false),
+        diskstats_include_virtual: cli.diskstats_include_virtual
+            || file.diskstats.include_virtual.unwrap_or(false),
         log_level: cli.log_level,
     })
 }

@@ -4,6 +4,9 @@
 //! Nothing here fakes a component: [`Prometheus`] runs Debian's `prometheus` binary with its own
 //! data directory and `--web.enable-remote-write-receiver`, and is killed when dropped.
 
+pub mod cgroup;
+pub mod scrape;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -89,6 +92,25 @@ impl Guard {
     /// The child's pid.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// Waits up to `timeout` for the child to exit by itself (then terminates it); returns the
+    /// exit status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            match self.child.as_mut()?.try_wait() {
+                Ok(Some(status)) => {
+                    self.child = None;
+                    return Some(status);
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+                Err(_) => break,
+            }
+        }
+        eprintln!("{} did not exit within {timeout:?}", self.name);
+        self.terminate();
+        None
     }
 
     /// Sends SIGTERM and waits up to 10 s; returns the exit status.

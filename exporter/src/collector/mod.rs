@@ -10,7 +10,15 @@ use std::fmt;
 use crate::config::Config;
 use crate::metrics::MetricSet;
 
+pub mod cgroup;
 pub mod cpu;
+pub mod cpufreq;
+pub mod diskstats;
+pub mod meminfo;
+pub mod netdev;
+pub mod process;
+pub mod source;
+pub mod vmstat;
 
 /// Why a collector produced nothing.
 #[derive(Debug)]
@@ -79,7 +87,16 @@ impl fmt::Debug for Spec {
 }
 
 /// Every collector, in the order they run. Adding one = one module + one line here.
-pub const REGISTRY: &[Spec] = &[cpu::SPEC];
+pub const REGISTRY: &[Spec] = &[
+    cpu::SPEC,
+    cpufreq::SPEC,
+    meminfo::SPEC,
+    vmstat::SPEC,
+    diskstats::SPEC,
+    netdev::SPEC,
+    cgroup::SPEC,
+    process::SPEC,
+];
 
 /// Looks up a registry entry by name.
 pub fn spec(name: &str) -> Option<&'static Spec> {

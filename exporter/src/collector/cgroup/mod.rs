@@ -1,0 +1,530 @@
+//! Containers from cgroups (v2 and v1): CPU seconds, memory, disk bytes, processes and network
+//! bytes per container, plus the `system` pseudo-container so that node = Σ containers + system.
+//!
+//! Each tick walks the v2 hierarchy and one v1 hierarchy (hybrid hosts have containers in
+//! either, depending on the runtime's cgroup driver) and keeps the directories whose path names a
+//! container ([`crate::container_id`]). Leaves are not listed: a cgroupfs directory's link count
+//! is 2 + its subdirectories, so one `stat` tells whether there is anything below. Per container
+//! it reads, preferring v2:
+//!
+//! | value | v2 | v1 |
+//! |---|---|---|
+//! | CPU seconds | `cpu.stat` `usage_usec` | `cpuacct/…/cpuacct.usage` (ns) |
+//! | memory bytes | `memory.current` | `memory/…/memory.usage_in_bytes` |
+//! | disk bytes | `io.stat` `rbytes`/`wbytes` | `blkio/…/blkio.throttle.io_service_bytes_recursive` |
+//! | processes | `cgroup.procs` of the container's cgroup and its descendants | same |
+//! | network bytes | `/proc/<pid>/net/dev` of one of its processes | same |
+//!
+//! Disk bytes count only the devices the `diskstats` collector counts (whole physical disks), so
+//! container and node disk bytes compare. Network: a container in the host's network namespace
+//! (`hostNetwork`) has no traffic of its own to report; a namespace shared by several containers
+//! (a pod) is reported once, on the container with the smallest id, so sums over containers stay
+//! right; loopback is left out unless `--collector.netdev.include-loopback`.
+//!
+//! `system` (see [`remainder`]): CPU from `/proc/stat` busy time (all modes but idle and iowait),
+//! disk from the same whole disks in `/proc/diskstats`, both as counters advancing by what
+//! containers do not explain; memory = (`MemTotal - MemFree`) - Σ container memory (a cgroup's
+//! memory includes its page cache, so the node side does too); processes = processes in
+//! `/proc` minus Σ container processes. No `system` network series: traffic of the host namespace cannot be
+//! split from container traffic forwarded through it without packet-level accounting.
+
+pub mod layout;
+pub mod parse;
+pub mod remainder;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use greenpipe_common::names::{container, label, source, SYSTEM_CONTAINER};
+
+use self::layout::Layout;
+use self::parse::IoBytes;
+use self::remainder::{increase, Remainder};
+use super::diskstats::{whole_disk_totals, DiskFilter};
+use super::source::{read_into, TextFile};
+use super::{cpu, meminfo, netdev, CollectError, Collector, Report, Spec};
+use crate::config::Config;
+use crate::container_id::{from_cgroup_path, ContainerRef};
+use crate::metrics::MetricSet;
+
+/// Registry entry.
+pub const SPEC: Spec = Spec {
+    name: "cgroup",
+    default_enabled: true,
+    help: "Per-container CPU, memory, disk, processes and network from cgroups v1/v2, plus container_id=\"system\"",
+    build,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hierarchy {
+    V2,
+    V1,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum CpuFile {
+    /// v2 `cpu.stat`, microseconds.
+    CpuStat,
+    /// v1 `cpuacct.usage`, nanoseconds.
+    CpuacctUsage,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum IoFile {
+    IoStat,
+    Blkio,
+}
+
+/// A container found in the tree, with the files it is read from.
+struct Tracked {
+    cref: ContainerRef,
+    hierarchy: Hierarchy,
+    /// Inside another container's cgroup (kind): its usage is already in the outer one.
+    nested: bool,
+    /// Cycle in which it was last found.
+    seen: u64,
+    /// The container's cgroup and its descendants, in the hierarchy it was found in.
+    proc_dirs: Vec<PathBuf>,
+    cpu: Option<(PathBuf, CpuFile)>,
+    memory: Option<PathBuf>,
+    io: Option<(PathBuf, IoFile)>,
+    last_cpu: Option<f64>,
+    last_io: Option<IoBytes>,
+}
+
+fn first_existing<T: Copy>(candidates: &[(Option<&Path>, &str, T)]) -> Option<(PathBuf, T)> {
+    candidates.iter().find_map(|(dir, file, kind)| {
+        let p = (*dir)?.join(file);
+        p.exists().then_some((p, *kind))
+    })
+}
+
+impl Tracked {
+    fn new(cref: ContainerRef, hierarchy: Hierarchy, rel: &str, layout: &Layout) -> Tracked {
+        let rel = rel.trim_start_matches('/');
+        let v2 = layout.v2.as_ref().map(|r| r.join(rel));
+        let cpuacct = layout.cpuacct.as_ref().map(|r| r.join(rel));
+        let memory = layout.memory.as_ref().map(|r| r.join(rel));
+        let blkio = layout.blkio.as_ref().map(|r| r.join(rel));
+        Tracked {
+            cref,
+            hierarchy,
+            nested: false,
+            seen: 0,
+            proc_dirs: Vec::new(),
+            cpu: first_existing(&[
+                (v2.as_deref(), "cpu.stat", CpuFile::CpuStat),
+                (cpuacct.as_deref(), "cpuacct.usage", CpuFile::CpuacctUsage),
+            ]),
+            memory: first_existing(&[
+                (v2.as_deref(), "memory.current", ()),
+                (memory.as_deref(), "memory.usage_in_bytes", ()),
+            ])
+            .map(|(p, ())| p),
+            io: first_existing(&[
+                (v2.as_deref(), "io.stat", IoFile::IoStat),
+                (
+                    blkio.as_deref(),
+                    "blkio.throttle.io_service_bytes_recursive",
+                    IoFile::Blkio,
+                ),
+                (
+                    blkio.as_deref(),
+                    "blkio.throttle.io_service_bytes",
+                    IoFile::Blkio,
+                ),
+            ]),
+            last_cpu: None,
+            last_io: None,
+        }
+    }
+}
+
+struct CgroupCollector {
+    layout: Layout,
+    procfs: PathBuf,
+    include_loopback: bool,
+    containers: HashMap<String, Tracked>,
+    cycle: u64,
+    buf: String,
+    stack: Vec<(PathBuf, String, Option<String>)>,
+    order: Vec<String>,
+    netns_seen: HashSet<String>,
+    stat: TextFile,
+    meminfo: TextFile,
+    diskstats: TextFile,
+    disk_filter: DiskFilter,
+    host_netns: Option<String>,
+    ticks_per_second: f64,
+    system_cpu: Remainder,
+    system_read: Remainder,
+    system_write: Remainder,
+}
+
+fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
+    let root = &config.paths.cgroupfs;
+    std::fs::metadata(root).map_err(|e| CollectError::from_io(root, e))?;
+    let layout = Layout::detect(root);
+    if layout.is_empty() {
+        return Err(CollectError::Unavailable(format!(
+            "no cgroup v2 (cgroup.controllers) or v1 cpuacct/memory hierarchy under {}",
+            root.display()
+        )));
+    }
+    let procfs = config.paths.procfs.clone();
+    // The host's network namespace: pid 1's, else ours (the exporter runs with hostNetwork).
+    let host_netns = ["1", "self"].iter().find_map(|p| netns_of(&procfs.join(p)));
+    Ok(Box::new(CgroupCollector {
+        layout,
+        include_loopback: config.netdev_include_loopback,
+        containers: HashMap::new(),
+        cycle: 0,
+        buf: String::with_capacity(4096),
+        stack: Vec::new(),
+        order: Vec::new(),
+        netns_seen: HashSet::new(),
+        stat: TextFile::new(procfs.join("stat")),
+        meminfo: TextFile::new(procfs.join("meminfo")),
+        diskstats: TextFile::new(procfs.join("diskstats")),
+        disk_filter: DiskFilter::new(config),
+        host_netns,
+        procfs,
+        ticks_per_second: crate::selfstat::clock_ticks_per_second(),
+        system_cpu: Remainder::default(),
+        system_read: Remainder::default(),
+        system_write: Remainder::default(),
+    }))
+}
+
+/// `net:[4026531840]`, the identity of a process's network namespace.
+fn netns_of(proc_pid: &Path) -> Option<String> {
+    std::fs::read_link(proc_pid.join("ns/net"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// Number of processes: the numeric entries of procfs.
+fn count_processes(procfs: &Path) -> Option<u64> {
+    let entries = std::fs::read_dir(procfs).ok()?;
+    Some(
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| {
+                e.file_name()
+                    .as_encoded_bytes()
+                    .first()
+                    .is_some_and(u8::is_ascii_digit)
+            })
+            .count() as u64,
+    )
+}
+
+impl CgroupCollector {
+    /// Finds the container cgroups of one hierarchy and records where their processes are.
+    fn walk(&mut self, hierarchy: Hierarchy, root: &Path) -> Result<(), CollectError> {
+        std::fs::metadata(root).map_err(|e| CollectError::from_io(root, e))?;
+        self.stack.clear();
+        self.stack
+            .push((root.to_path_buf(), String::from("/"), None));
+        while let Some((dir, rel, enclosing)) = self.stack.pop() {
+            let here = from_cgroup_path(&rel);
+            let id_here = here.as_ref().map(|c| c.container_id.clone());
+            if let Some(cref) = here {
+                let top = enclosing.as_deref() != Some(cref.container_id.as_str());
+                let id = cref.container_id.clone();
+                let layout = &self.layout;
+                let t = self
+                    .containers
+                    .entry(id)
+                    .or_insert_with(|| Tracked::new(cref, hierarchy, &rel, layout));
+                if t.hierarchy == hierarchy {
+                    if t.seen != self.cycle {
+                        t.seen = self.cycle;
+                        t.proc_dirs.clear();
+                    }
+                    if top {
+                        t.nested = enclosing.is_some();
+                    }
+                    t.proc_dirs.push(dir.clone());
+                }
+            }
+            // A cgroupfs (and ext4, tmpfs) directory's link count is 2 + its subdirectories: skip
+            // listing leaves. Some filesystems (btrfs) always say 1; those are listed.
+            if std::fs::metadata(&dir).is_ok_and(|m| {
+                use std::os::unix::fs::MetadataExt;
+                m.nlink() == 2
+            }) {
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue; // removed while walking
+            };
+            let enclosing_below = id_here.or(enclosing);
+            for entry in entries.filter_map(Result::ok) {
+                if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else { continue };
+                let child_rel = if rel == "/" {
+                    format!("/{name}")
+                } else {
+                    format!("{rel}/{name}")
+                };
+                self.stack
+                    .push((entry.path(), child_rel, enclosing_below.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sums of the outermost containers, for the `system` remainder.
+#[derive(Default)]
+struct Sums {
+    cpu: f64,
+    cpu_delta: f64,
+    memory: u64,
+    io: IoBytes,
+    io_delta: (f64, f64),
+    processes: u64,
+}
+
+impl Collector for CgroupCollector {
+    fn collect(&mut self, out: &mut MetricSet, report: &mut Report) -> Result<(), CollectError> {
+        self.cycle += 1;
+        if let Some(root) = self.layout.v2.clone() {
+            self.walk(Hierarchy::V2, &root)?;
+        }
+        if let Some(root) = self.layout.v1_discovery.clone() {
+            self.walk(Hierarchy::V1, &root)?;
+        }
+        let cycle = self.cycle;
+        self.containers.retain(|_, t| t.seen == cycle);
+
+        // Node-side values first: the disk device set filters container disk bytes.
+        let node_disks = self
+            .diskstats
+            .read()
+            .ok()
+            .map(|text| whole_disk_totals(text, &mut self.disk_filter));
+        let node_disks = node_disks.map(|(totals, malformed)| {
+            report.malformed_lines += malformed;
+            totals
+        });
+        let counted = |maj: u32, min: u32| {
+            node_disks
+                .as_ref()
+                .is_none_or(|d| d.devices.contains(&(maj, min)))
+        };
+
+        self.order.clear();
+        self.order.extend(self.containers.keys().cloned());
+        self.order.sort();
+        self.netns_seen.clear();
+        let mut sums = Sums::default();
+        let buf = &mut self.buf;
+        for id in &self.order {
+            let t = self.containers.get_mut(id).expect("order lists live keys");
+            let labels = [
+                (label::CONTAINER_ID, t.cref.container_id.as_str()),
+                (label::POD_UID, t.cref.pod_uid.as_str()),
+            ];
+            let outer = !t.nested;
+            if let Some((path, kind)) = &t.cpu {
+                let seconds = read_into(path, buf).ok().and_then(|()| match kind {
+                    CpuFile::CpuStat => parse::cpu_stat_usage_usec(buf).map(|us| us as f64 / 1e6),
+                    CpuFile::CpuacctUsage => parse::single_u64(buf).map(|ns| ns as f64 / 1e9),
+                });
+                if let Some(s) = seconds {
+                    emit_cpu(out, &labels, s);
+                    if outer {
+                        sums.cpu += s;
+                        sums.cpu_delta += increase(t.last_cpu, s);
+                    }
+                    t.last_cpu = Some(s);
+                }
+            }
+            if let Some(path) = &t.memory {
+                if let Some(bytes) = read_into(path, buf)
+                    .ok()
+                    .and_then(|()| parse::single_u64(buf))
+                {
+                    emit_memory(out, &labels, bytes);
+                    if outer {
+                        sums.memory += bytes;
+                    }
+                }
+            }
+            if let Some((path, kind)) = &t.io {
+                if read_into(path, buf).is_ok() {
+                    let (io, malformed) = match kind {
+                        IoFile::IoStat => parse::io_stat(buf, counted),
+                        IoFile::Blkio => parse::blkio_service_bytes(buf, counted),
+                    };
+                    report.malformed_lines += malformed;
+                    emit_disk(out, &labels, io);
+                    if outer {
+                        sums.io.read += io.read;
+                        sums.io.write += io.write;
+                        let last = t.last_io;
+                        sums.io_delta.0 += increase(last.map(|l| l.read as f64), io.read as f64);
+                        sums.io_delta.1 += increase(last.map(|l| l.write as f64), io.write as f64);
+                    }
+                    t.last_io = Some(io);
+                }
+            }
+            let mut processes = 0;
+            let mut first_pid = None;
+            for dir in &t.proc_dirs {
+                if read_into(&dir.join("cgroup.procs"), buf).is_ok() {
+                    let (n, first, malformed) = parse::procs(buf);
+                    processes += n;
+                    first_pid = first_pid.or(first);
+                    report.malformed_lines += malformed;
+                }
+            }
+            out.gauge(
+                container::PROCESSES,
+                "Processes in the container's cgroup and its descendants (cgroup.procs).",
+                &labels,
+                processes as f64,
+            );
+            sums.processes += processes;
+            if let Some(pid) = first_pid {
+                let proc_pid = self.procfs.join(pid.to_string());
+                if let Some(ns) = netns_of(&proc_pid) {
+                    let own = self.host_netns.as_ref().is_some_and(|h| *h != ns);
+                    if own
+                        && self.netns_seen.insert(ns)
+                        && read_into(&proc_pid.join("net/dev"), buf).is_ok()
+                    {
+                        let (mut rx, mut tx) = (0u64, 0u64);
+                        let include_loopback = self.include_loopback;
+                        report.malformed_lines += netdev::for_each_interface(buf, |d| {
+                            if d.name != "lo" || include_loopback {
+                                rx += d.rx_bytes;
+                                tx += d.tx_bytes;
+                            }
+                        });
+                        for (direction, bytes) in [("receive", rx), ("transmit", tx)] {
+                            out.counter(
+                                container::NETWORK_BYTES_TOTAL,
+                                "Bytes received or transmitted in the container's own network namespace (/proc/<pid>/net/dev).",
+                                &[labels[0], labels[1], (label::DIRECTION, direction), (label::SOURCE, source::PROCFS)],
+                                bytes as f64,
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        self.system(
+            out,
+            report,
+            &sums,
+            node_disks.as_ref().map(|d| (d.read_bytes, d.write_bytes)),
+        );
+        Ok(())
+    }
+}
+
+impl CgroupCollector {
+    fn system(
+        &mut self,
+        out: &mut MetricSet,
+        report: &mut Report,
+        sums: &Sums,
+        disks: Option<(u64, u64)>,
+    ) {
+        let labels = [
+            (label::CONTAINER_ID, SYSTEM_CONTAINER),
+            (label::POD_UID, ""),
+        ];
+        if let Ok(text) = self.stat.read() {
+            let (stat, malformed) = cpu::parse_stat(text);
+            report.malformed_lines += malformed;
+            // user nice system idle iowait irq softirq steal: busy = all but idle and iowait.
+            let m = stat.modes;
+            let busy_ticks = m[0] + m[1] + m[2] + m[5] + m[6] + m[7];
+            let node = busy_ticks as f64 / self.ticks_per_second;
+            emit_cpu(
+                out,
+                &labels,
+                self.system_cpu.update(node, sums.cpu, sums.cpu_delta),
+            );
+        }
+        if let Ok(text) = self.meminfo.read() {
+            let (mem, malformed) = meminfo::parse_meminfo(text);
+            report.malformed_lines += malformed;
+            if let Some(in_use) = mem.in_use() {
+                emit_memory(out, &labels, in_use.saturating_sub(sums.memory));
+            }
+        }
+        if let Some((read, write)) = disks {
+            let io = (
+                self.system_read
+                    .update(read as f64, sums.io.read as f64, sums.io_delta.0),
+                self.system_write
+                    .update(write as f64, sums.io.write as f64, sums.io_delta.1),
+            );
+            for (direction, bytes) in [("read", io.0), ("write", io.1)] {
+                out.counter(
+                    container::DISK_BYTES_TOTAL,
+                    DISK_HELP,
+                    &[
+                        labels[0],
+                        labels[1],
+                        (label::DIRECTION, direction),
+                        (label::SOURCE, source::CGROUP),
+                    ],
+                    bytes,
+                );
+            }
+        }
+        if let Some(n) = count_processes(&self.procfs) {
+            out.gauge(
+                container::PROCESSES,
+                "Processes in the container's cgroup and its descendants (cgroup.procs).",
+                &labels,
+                n.saturating_sub(sums.processes) as f64,
+            );
+        }
+    }
+}
+
+const DISK_HELP: &str = "Bytes read or written by the container on whole disks (io.stat / blkio).";
+
+fn emit_cpu(out: &mut MetricSet, labels: &[(&'static str, &str); 2], seconds: f64) {
+    out.counter(
+        container::CPU_SECONDS_TOTAL,
+        "CPU time used by the container's cgroup (cpu.stat usage_usec / cpuacct.usage); system = node busy time not used by containers.",
+        &[labels[0], labels[1], (label::SOURCE, source::CGROUP)],
+        seconds,
+    );
+}
+
+fn emit_memory(out: &mut MetricSet, labels: &[(&'static str, &str); 2], bytes: u64) {
+    out.gauge(
+        container::MEMORY_BYTES,
+        "Memory charged to the container's cgroup, page cache included (memory.current / memory.usage_in_bytes).",
+        labels,
+        bytes as f64,
+    );
+}
+
+fn emit_disk(out: &mut MetricSet, labels: &[(&'static str, &str); 2], io: IoBytes) {
+    for (direction, bytes) in [("read", io.read), ("write", io.write)] {
+        out.counter(
+            container::DISK_BYTES_TOTAL,
+            DISK_HELP,
+            &[
+                labels[0],
+                labels[1],
+                (label::DIRECTION, direction),
+                (label::SOURCE, source::CGROUP),
+            ],
+            bytes as f64,
+        );
+    }
+}

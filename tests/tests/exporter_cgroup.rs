@@ -1,0 +1,158 @@
+//! A real cgroup v2 with `stress-ng --cpu 1` in it: the exporter's container CPU seconds track
+//! the kernel's own `cpu.stat`, and the load is counted under the container, not under `system`.
+//!
+//! The cgroup is named like a Docker scope under a test parent
+//! (`greenpipe-test-<pid>/docker-<64 hex>.scope`) so the exporter finds it with its real
+//! container-id parser.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use greenpipe_common::names::{container, exporter, label, node, SYSTEM_CONTAINER};
+use greenpipe_tests::cgroup::{container_id, unified_root, TestCgroup};
+use greenpipe_tests::scrape::{fetch, sample, samples};
+use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard};
+
+fn usage_seconds(dir: &Path) -> f64 {
+    let text = std::fs::read_to_string(dir.join("cpu.stat")).expect("reading cpu.stat");
+    let usec: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("usage_usec "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("usage_usec in cpu.stat");
+    usec as f64 / 1e6
+}
+
+struct Scraper {
+    url: String,
+}
+
+impl Scraper {
+    fn text(&self) -> String {
+        fetch(&self.url).expect("scraping the exporter")
+    }
+
+    fn cycles(&self) -> f64 {
+        sample(&self.text(), exporter::COLLECTIONS_TOTAL, &[]).unwrap_or(0.0)
+    }
+
+    /// A page whose sample was taken after this call started (two cycles later).
+    fn fresh(&self) -> String {
+        let start = self.cycles();
+        wait_for(Duration::from_secs(10), || {
+            let text = self.text();
+            (sample(&text, exporter::COLLECTIONS_TOTAL, &[])? >= start + 2.0).then_some(text)
+        })
+        .expect("exporter keeps collecting")
+    }
+}
+
+fn container_cpu(text: &str, id: &str) -> Option<f64> {
+    sample(
+        text,
+        container::CPU_SECONDS_TOTAL,
+        &[(label::CONTAINER_ID, id)],
+    )
+}
+
+fn node_busy(text: &str) -> f64 {
+    ["user", "nice", "system", "irq", "softirq", "steal"]
+        .iter()
+        .map(|m| sample(text, node::CPU_SECONDS_TOTAL, &[(label::MODE, m)]).unwrap())
+        .sum()
+}
+
+#[test]
+fn container_cpu_tracks_cpu_stat_and_is_not_system() {
+    let Some(root) = unified_root() else {
+        eprintln!("skipping: this kernel mounts no cgroup v2 hierarchy");
+        return;
+    };
+    let mut cg = TestCgroup::create(
+        vec![root],
+        &format!("greenpipe-test-{}", std::process::id()),
+    )
+    .expect("creating the test cgroup (tests run as root)");
+    let id = container_id(0);
+    let rel = cg.add_container(&id).unwrap();
+    let dir = cg.dir(&rel);
+
+    let port = free_port();
+    let child = Command::new(workspace_binary("greenpipe-exporter"))
+        .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
+        .args([
+            "--node-name",
+            "cgroup-test",
+            "--collection.interval",
+            "500ms",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting the exporter");
+    let _exporter = Guard::new("exporter", child);
+    let scraper = Scraper {
+        url: format!("http://127.0.0.1:{port}/metrics"),
+    };
+    let before = wait_for(Duration::from_secs(30), || {
+        let text = fetch(&scraper.url).ok()?;
+        container_cpu(&text, &id).map(|_| text)
+    })
+    .expect("the exporter reports the test cgroup as a container");
+
+    let stress = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {}/cgroup.procs && exec stress-ng --cpu 1 --timeout 5s --quiet",
+            dir.display()
+        ))
+        .spawn()
+        .expect("starting stress-ng (installed by scripts/setup.sh)");
+    let mut stress = Guard::new("stress-ng", stress);
+
+    // While the load runs: the served value lies between two kernel readings around the sample.
+    std::thread::sleep(Duration::from_secs(2));
+    let k1 = usage_seconds(&dir);
+    let mid = scraper.fresh();
+    let k2 = usage_seconds(&dir);
+    let e = container_cpu(&mid, &id).expect("container series during load");
+    assert!(
+        k1 <= e + 1e-6 && e <= k2 + 1e-6,
+        "exporter {e} s outside kernel readings [{k1}, {k2}] s"
+    );
+    assert_eq!(
+        samples(&mid, container::PROCESSES, &[(label::CONTAINER_ID, &id)]),
+        vec![2.0],
+        "stress-ng's parent and its one CPU worker"
+    );
+
+    let status = stress.wait_exit(Duration::from_secs(20));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "stress-ng failed: {status:?}"
+    );
+    let after = scraper.fresh();
+    let kernel = usage_seconds(&dir);
+    let exported = container_cpu(&after, &id).unwrap();
+    assert!(kernel > 1.0, "stress-ng ran only {kernel} CPU seconds");
+    assert!(
+        (exported - kernel).abs() <= 0.02 * kernel,
+        "exporter {exported} s vs kernel cpu.stat {kernel} s"
+    );
+
+    // The load is the container's: system advanced by at most what the node did besides it.
+    let delta = |name_labels: &dyn Fn(&str) -> f64| name_labels(&after) - name_labels(&before);
+    let d_node = delta(&node_busy);
+    let d_container = delta(&|t: &str| container_cpu(t, &id).unwrap());
+    let d_system = delta(&|t: &str| container_cpu(t, SYSTEM_CONTAINER).unwrap());
+    let d_containers = delta(&|t: &str| samples(t, container::CPU_SECONDS_TOTAL, &[]).iter().sum());
+    eprintln!("Δnode busy {d_node:.2} s, Δcontainer {d_container:.2} s, Δsystem {d_system:.2} s");
+    assert!(
+        d_system <= d_node - d_container + 0.25 * d_container,
+        "system took the container's load: Δsystem {d_system} Δnode {d_node} Δcontainer {d_container}"
+    );
+    assert!(
+        (d_containers - d_node).abs() <= 0.1 * d_node + 0.5,
+        "Σ containers + system {d_containers} s vs node busy {d_node} s"
+    );
+}
