@@ -15,7 +15,8 @@ pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true' EXIT
 url="http://127.0.0.1:$port/metrics"
 for _ in $(seq 50); do curl -fsS "$url" >/dev/null 2>&1 && break; sleep 0.1; done
-value() { curl -fsS "$url" | awk -v m="$1" '$1 ~ "^"m"({|$)" {print $2; exit}'; }
+# awk reads the whole page (no early exit) so curl never sees a closed pipe.
+value() { curl -fsS "$url" | awk -v m="$1" '!found && $1 ~ "^"m"({|$)" {print $2; found = 1}'; }
 cpu0="$(value greenpipe_exporter_cpu_seconds_total)"
 rss_max=0
 for _ in $(seq "$seconds"); do
