@@ -132,6 +132,8 @@ pub mod meter {
     /// Gauge: unix time of the last good reading.
     pub const LAST_READING_TIMESTAMP_SECONDS: &str =
         "greenpipe_meter_last_reading_timestamp_seconds";
+    /// Gauge: temperature of the meter itself (RDTech UM series, Shelly).
+    pub const TEMPERATURE_CELSIUS: &str = "greenpipe_meter_temperature_celsius";
 }
 
 /// The exporter's metrics about itself.

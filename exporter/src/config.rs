@@ -15,6 +15,7 @@ use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 use serde::Deserialize;
 
 use crate::collector::{self, REGISTRY};
+use crate::meter::MeterSpec;
 use crate::paths::Paths;
 
 /// Command-line flags as parsed (before merging with the file).
@@ -35,7 +36,7 @@ pub struct Cli {
     #[arg(long = "path.procfs")]
     pub procfs: Option<PathBuf>,
     /// sysfs mount point [default: /sys].
-    #[arg(long = "path.sysfs")]
+    #[arg(long = "path.sysfs", global = true)]
     pub sysfs: Option<PathBuf>,
     /// cgroup filesystem mount point [default: /sys/fs/cgroup].
     #[arg(long = "path.cgroupfs")]
@@ -56,11 +57,29 @@ pub struct Cli {
     #[arg(long = "collector.diskstats.include-virtual")]
     pub diskstats_include_virtual: bool,
     /// Optional TOML configuration file.
-    #[arg(long = "config.file")]
+    #[arg(long = "config.file", global = true)]
     pub config_file: Option<PathBuf>,
     /// Log filter (`error`, `warn`, `info`, `debug`, or a tracing filter expression).
-    #[arg(long = "log.level", default_value = "info")]
+    #[arg(long = "log.level", default_value = "info", global = true)]
     pub log_level: String,
+    /// Power meter to read, KIND:TARGET (repeatable): um24c|um25c|um34c:/dev/rfcomm0,
+    /// hwmon:auto, rapl:auto, shelly:http://HOST, tasmota:http://HOST. Replaces the file's
+    /// [[meters]].
+    #[arg(long = "meter", value_name = "KIND:TARGET", global = true)]
+    pub meters: Vec<String>,
+    /// Longest wait for a meter reading per tick, e.g. `500ms` [default: 500ms].
+    #[arg(long = "meter.timeout", global = true)]
+    pub meter_timeout: Option<String>,
+    /// What to do; without a subcommand the exporter runs.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Subcommand)]
+pub enum Command {
+    /// List the power meters found on this machine and why each other kind is unavailable.
+    Meters,
 }
 
 /// The TOML configuration file. Every key is optional; unknown keys are errors.
@@ -89,6 +108,23 @@ pub struct FileConfig {
     /// `[diskstats]` section.
     #[serde(default)]
     pub diskstats: DiskstatsFile,
+    /// `[[meters]]`: power meters to read.
+    #[serde(default)]
+    pub meters: Vec<MeterFile>,
+    /// Longest wait for a meter reading per tick, e.g. `"500ms"`.
+    pub meter_timeout: Option<String>,
+}
+
+/// `[[meters]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeterFile {
+    /// Meter kind (`um25c`, `hwmon`, `rapl`, `shelly`, ...).
+    pub kind: String,
+    /// Device, selector or URL.
+    pub target: String,
+    /// Value of the `meter` label (prefix of the channel names for multi-channel kinds).
+    pub name: Option<String>,
 }
 
 /// `[web]`.
@@ -162,6 +198,12 @@ pub struct Config {
     pub diskstats_include_virtual: bool,
     /// Log filter.
     pub log_level: String,
+    /// Power meters to read.
+    pub meters: Vec<MeterSpec>,
+    /// Longest wait for a meter reading per tick.
+    pub meter_timeout: Duration,
+    /// Subcommand given, if any.
+    pub command: Option<Command>,
 }
 
 impl Config {
@@ -183,6 +225,9 @@ impl Config {
             netdev_include_loopback: false,
             diskstats_include_virtual: false,
             log_level: "info".into(),
+            meters: Vec::new(),
+            meter_timeout: DEFAULT_METER_TIMEOUT,
+            command: None,
         }
     }
 
@@ -242,6 +287,31 @@ impl Config {
     }
 }
 
+/// Default `--meter.timeout`: a UM frame takes 135 ms at 9600 baud, plus Bluetooth latency.
+const DEFAULT_METER_TIMEOUT: Duration = Duration::from_millis(500);
+
+fn meters(cli: &[String], file: Vec<MeterFile>) -> anyhow::Result<Vec<MeterSpec>> {
+    if !cli.is_empty() {
+        return cli
+            .iter()
+            .map(|s| {
+                s.parse::<MeterSpec>()
+                    .map_err(|e| anyhow::anyhow!("--meter: {e}"))
+            })
+            .collect();
+    }
+    file.into_iter()
+        .map(|m| {
+            let kind = m
+                .kind
+                .parse()
+                .map_err(|e| anyhow::anyhow!("config file [[meters]]: {e}"))?;
+            MeterSpec::new(kind, &m.target, m.name)
+                .map_err(|e| anyhow::anyhow!("config file [[meters]]: {e}"))
+        })
+        .collect()
+}
+
 fn merge(
     cli: Cli,
     file: FileConfig,
@@ -274,6 +344,18 @@ fn merge(
         .with_context(|| format!("--collection.interval {interval_text:?}"))?;
     if interval < Duration::from_millis(100) {
         bail!("--collection.interval must be at least 100ms (got {interval_text})");
+    }
+    let meters = meters(&cli.meters, file.meters)?;
+    let meter_timeout = match cli.meter_timeout.or(file.meter_timeout) {
+        Some(text) => {
+            humantime::parse_duration(&text).with_context(|| format!("--meter.timeout {text:?}"))?
+        }
+        None => DEFAULT_METER_TIMEOUT.min(interval / 2),
+    };
+    if meter_timeout.is_zero() || meter_timeout >= interval {
+        bail!(
+            "--meter.timeout must be above zero and below --collection.interval ({meter_timeout:?} vs {interval:?}): a meter must not delay the next tick"
+        );
     }
     let defaults = Paths::default();
     let paths = Paths {
@@ -319,6 +401,9 @@ fn merge(
         diskstats_include_virtual: cli.diskstats_include_virtual
             || file.diskstats.include_virtual.unwrap_or(false),
         log_level: cli.log_level,
+        meters,
+        meter_timeout,
+        command: cli.command,
     })
 }
 
@@ -420,6 +505,54 @@ mod tests {
         std::fs::write(&path, "[collectors]\nnosuch = true\n").unwrap();
         let err = parse(&["--config.file", path.to_str().unwrap()]).unwrap_err();
         assert!(format!("{err:#}").contains("unknown collector"), "{err:#}");
+    }
+
+    #[test]
+    fn meters_from_flags_or_file() {
+        let c = parse(&["--meter", "um25c:/dev/rfcomm0", "--meter", "rapl:auto"]).unwrap();
+        assert_eq!(c.meters.len(), 2);
+        assert_eq!(c.meters[0].to_string(), "um25c:/dev/rfcomm0");
+        assert_eq!(c.meter_timeout, DEFAULT_METER_TIMEOUT);
+        assert!(parse(&["--meter", "um25c"]).is_err());
+        assert!(
+            parse(&["--meter.timeout", "1s"]).is_err(),
+            "not below the interval"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "meter_timeout = \"300ms\"\n[[meters]]\nkind = \"shelly\"\ntarget = \"http://plug\"\nname = \"rack\"\n",
+        )
+        .unwrap();
+        let c = parse(&["--config.file", path.to_str().unwrap()]).unwrap();
+        assert_eq!(c.meters[0].name.as_deref(), Some("rack"));
+        assert_eq!(c.meter_timeout, Duration::from_millis(300));
+        // A flag replaces the file's list.
+        let c = parse(&[
+            "--config.file",
+            path.to_str().unwrap(),
+            "--meter",
+            "hwmon:auto",
+        ])
+        .unwrap();
+        assert_eq!(c.meters.len(), 1);
+        assert_eq!(c.meters[0].to_string(), "hwmon:auto");
+        std::fs::write(
+            &path,
+            "[[meters]]\nkind = \"shelly\"\ntarget = \"http://p\"\nport = 1\n",
+        )
+        .unwrap();
+        let err = parse(&["--config.file", path.to_str().unwrap()]).unwrap_err();
+        assert!(format!("{err:#}").contains("port"), "{err:#}");
+    }
+
+    #[test]
+    fn meters_subcommand_keeps_global_flags() {
+        let c = parse(&["meters", "--meter", "hwmon:auto"]).unwrap();
+        assert_eq!(c.command, Some(Command::Meters));
+        assert_eq!(c.meters.len(), 1);
+        assert_eq!(parse(&[]).unwrap().command, None);
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod collector;
 pub mod config;
 pub mod container_id;
 pub mod http;
+pub mod meter;
 pub mod metrics;
 pub mod paths;
 pub mod sampler;

@@ -4,9 +4,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
-use greenpipe_exporter::config::Config;
-use greenpipe_exporter::http;
+use greenpipe_exporter::config::{Command, Config};
 use greenpipe_exporter::sampler::{Published, Sampler};
+use greenpipe_exporter::{http, meter};
 use tracing::info;
 
 fn main() {
@@ -24,6 +24,16 @@ fn run() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    match config.command {
+        None => serve(config),
+        Some(Command::Meters) => {
+            print!("{}", meter::report(&config));
+            Ok(())
+        }
+    }
+}
+
+fn serve(config: Config) -> anyhow::Result<()> {
     let listen = config.listen;
     let path = config.telemetry_path.clone();
     info!(node = %config.node_name, collectors = ?config.collectors, interval = ?config.interval, "starting");

@@ -15,6 +15,7 @@ pub mod cpu;
 pub mod cpufreq;
 pub mod diskstats;
 pub mod meminfo;
+pub mod meter;
 pub mod netdev;
 pub mod process;
 pub mod source;
@@ -96,6 +97,7 @@ pub const REGISTRY: &[Spec] = &[
     netdev::SPEC,
     cgroup::SPEC,
     process::SPEC,
+    meter::SPEC,
 ];
 
 /// Looks up a registry entry by name.
