@@ -5,15 +5,18 @@
 //!
 //! Real: Prometheus (with the rule files loaded exactly as shipped), the exporter, the estimator
 //! with a bundled profile, and stress-ng in pod-shaped cgroups. Emulated, because they cannot
-//! exist on this machine: the power meter (no meter hardware) and kube-state-metrics (no
-//! Kubernetes API), served as fixed exposition text by [`StaticTarget`]. The alert expressions
-//! are checked by creating their conditions: an exporter target that is down, a meter that does
-//! not answer, a meter far from the prediction, and an estimator that stopped.
+//! exist on this machine: the power meter (a UM25C speaking its wire protocol on a pty, read by
+//! the exporter's real serial code) and kube-state-metrics (no Kubernetes API; `kube_pod_info`
+//! served as fixed exposition text by [`StaticTarget`]). The alert expressions are checked by
+//! creating their conditions: an exporter target that is down, a meter whose device is missing, a
+//! meter far from the prediction, and an estimator that stopped.
 
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use greenpipe_exporter::meter::um_emulator::Emulator;
+use greenpipe_exporter::meter::usb_um::{Frame, Model};
 use greenpipe_tests::demo_pod::DemoPod;
 use greenpipe_tests::grafana::{dashboard_exprs, substitute_variables};
 use greenpipe_tests::static_target::StaticTarget;
@@ -23,15 +26,19 @@ use serde_json::Value;
 const NODE: &str = "e2e-node";
 const NAMESPACE: &str = "greenpipe-e2e";
 
-fn emulated_sources(pods: &[(&DemoPod, &str)]) -> String {
-    let mut text = String::from(
-        "# TYPE greenpipe_meter_power_watts gauge\n\
-         greenpipe_meter_power_watts{node=\"e2e-node\",meter=\"emulated\",kind=\"emulated\"} 30\n\
-         # TYPE greenpipe_meter_up gauge\n\
-         greenpipe_meter_up{node=\"e2e-node\",meter=\"emulated\",kind=\"emulated\"} 1\n\
-         greenpipe_meter_up{node=\"e2e-node\",meter=\"unplugged\",kind=\"emulated\"} 0\n\
-         # TYPE kube_pod_info gauge\n",
-    );
+/// A UM25C reading 30 W: far from what the uncalibrated x86 profile predicts (~90 W), so the
+/// prediction-error alert has something to fire on.
+fn meter_frame() -> Frame {
+    let mut f = Frame::zero(Model::Um25c);
+    f.voltage_volts = 20.0;
+    f.current_amperes = 1.5;
+    f.power_watts = 30.0;
+    f.temperature_celsius = 30.0;
+    f
+}
+
+fn kube_state_metrics(pods: &[(&DemoPod, &str)]) -> String {
+    let mut text = String::from("# TYPE kube_pod_info gauge\n");
     for (pod, name) in pods {
         text.push_str(&format!(
             "kube_pod_info{{namespace=\"{NAMESPACE}\",pod=\"{name}\",uid=\"{}\",node=\"{NODE}\"}} 1\n",
@@ -45,7 +52,7 @@ fn prometheus_config(
     exporter: &str,
     dead_exporter: &str,
     estimator: &str,
-    emulated: &str,
+    kube_state_metrics: &str,
 ) -> String {
     let rules = workspace_root().join("deploy/prometheus/rules");
     format!(
@@ -56,8 +63,8 @@ fn prometheus_config(
          \x20   static_configs:\n      - targets: [\"{exporter}\", \"{dead_exporter}\"]\n\
          \x20 - job_name: greenpipe-estimator\n    scrape_interval: 1s\n    scrape_timeout: 1s\n\
          \x20   static_configs:\n      - targets: [\"{estimator}\"]\n\
-         \x20 - job_name: emulated-meter-and-kube-state-metrics\n    honor_labels: true\n\
-         \x20   static_configs:\n      - targets: [\"{emulated}\"]\n",
+         \x20 - job_name: kube-state-metrics-stand-in\n    honor_labels: true\n\
+         \x20   static_configs:\n      - targets: [\"{kube_state_metrics}\"]\n",
         rules = rules.display()
     )
 }
@@ -97,11 +104,14 @@ fn every_dashboard_and_rule_expression_returns_data() {
     let cpu_pod = DemoPod::start(&scope, 1, &["--cpu", "1", "--cpu-load", "60"]).expect("cpu pod");
     let mem_pod =
         DemoPod::start(&scope, 2, &["--vm", "1", "--vm-bytes", "32M"]).expect("memory pod");
-    let emulated = StaticTarget::start(&emulated_sources(&[
+    let meter_dir = tempfile::tempdir().unwrap();
+    let meter_link = meter_dir.path().join("ttyUSB0");
+    let _meter = Emulator::start(&meter_link, meter_frame()).expect("UM25C emulator on a pty");
+    let ksm = StaticTarget::start(&kube_state_metrics(&[
         (&cpu_pod, "cpu-burner"),
         (&mem_pod, "memory-hog"),
     ]))
-    .expect("emulated meter");
+    .expect("kube-state-metrics stand-in");
 
     let exporter_port = free_port();
     let _exporter = Guard::new(
@@ -112,6 +122,13 @@ fn every_dashboard_and_rule_expression_returns_data() {
                 &format!("127.0.0.1:{exporter_port}"),
                 "--node-name",
                 NODE,
+                "--meter",
+                &format!("um25c:{}", meter_link.display()),
+                // A meter whose device does not exist: up 0, the meter-down alert's condition.
+                "--meter",
+                &format!("um25c:{}", meter_dir.path().join("unplugged").display()),
+                "--meter.timeout",
+                "900ms",
             ])
             .stderr(Stdio::null())
             .spawn()
@@ -122,7 +139,7 @@ fn every_dashboard_and_rule_expression_returns_data() {
         &format!("127.0.0.1:{exporter_port}"),
         &format!("127.0.0.1:{}", free_port()),
         &format!("127.0.0.1:{estimator_port}"),
-        &emulated.address,
+        &ksm.address,
     ))
     .expect("prometheus");
     let estimator_log = prom.dir.path().join("estimator.log");
