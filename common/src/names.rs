@@ -42,6 +42,8 @@ pub mod label {
     pub const MODEL: &str = "model";
     /// Program version.
     pub const VERSION: &str = "version";
+    /// BPF program name (exporter self metrics).
+    pub const PROGRAM: &str = "program";
 }
 
 /// Value of `container_id` for processes that run outside any container.
@@ -105,6 +107,8 @@ pub mod container {
     pub const CACHE_MISSES_TOTAL: &str = "greenpipe_container_cache_misses_total";
     /// Counter, `source`: page-cache hits.
     pub const PAGE_CACHE_HITS_TOTAL: &str = "greenpipe_container_page_cache_hits_total";
+    /// Counter, `source`: pages added to the page cache (misses filled and newly written pages).
+    pub const PAGE_CACHE_ADDITIONS_TOTAL: &str = "greenpipe_container_page_cache_additions_total";
 }
 
 /// Per-process metrics (opt-in, top-N by CPU).
@@ -159,6 +163,12 @@ pub mod exporter {
     pub const CPU_SECONDS_TOTAL: &str = "greenpipe_exporter_cpu_seconds_total";
     /// Gauge: resident memory of the exporter process.
     pub const RESIDENT_MEMORY_BYTES: &str = "greenpipe_exporter_resident_memory_bytes";
+    /// Gauge, `program`, `reason`: 1 if the BPF program is attached, 0 with the reason if not.
+    pub const BPF_PROGRAM_ATTACHED: &str = "greenpipe_exporter_bpf_program_attached";
+    /// Gauge: cgroups held in the BPF counters map (bounded; removed cgroups are deleted).
+    pub const BPF_CGROUPS_TRACKED: &str = "greenpipe_exporter_bpf_cgroups_tracked";
+    /// Gauge: perf-event file descriptors the hardware-counter collector holds open.
+    pub const PERF_EVENTS_OPEN: &str = "greenpipe_exporter_perf_events_open";
 }
 
 /// Predictions written by the estimator through remote write.

@@ -14,9 +14,11 @@ pub mod cgroup;
 pub mod cpu;
 pub mod cpufreq;
 pub mod diskstats;
+pub mod ebpf;
 pub mod meminfo;
 pub mod meter;
 pub mod netdev;
+pub mod perf;
 pub mod process;
 pub mod source;
 pub mod vmstat;
@@ -97,6 +99,8 @@ pub const REGISTRY: &[Spec] = &[
     netdev::SPEC,
     cgroup::SPEC,
     process::SPEC,
+    ebpf::SPEC,
+    perf::SPEC,
     meter::SPEC,
 ];
 

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Per-cgroup resource accounting: on-CPU time, page-cache activity, block and network bytes.
+ *
+ * Every program is a BTF tracepoint (tp_btf) or fentry: no kprobes (not configured on our
+ * target kernels) and no tracefs (tp_btf needs neither). Counters live in one LRU per-CPU hash
+ * keyed by cgroup v2 id, so the hot paths never take an atomic or share a cache line between
+ * CPUs; the exporter sums CPUs when it reads. See docs/ebpf.md for the signals and their limits. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "greenpipe.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define AF_INET 2
+#define AF_INET6 10
+#define MSG_PEEK 2
+#define REQ_OP_MASK 0xff
+#define REQ_OP_READ 0
+#define REQ_OP_WRITE 1
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, GREENPIPE_MAX_CGROUPS);
+	__type(key, __u64);
+	__type(value, struct cgroup_counters);
+} cgroup_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct running_slice);
+} running SEC(".maps");
+
+static __always_inline struct cgroup_counters *counters_of(__u64 cgroup_id)
+{
+	struct cgroup_counters *c = bpf_map_lookup_elem(&cgroup_counters, &cgroup_id);
+	if (c)
+		return c;
+	struct cgroup_counters zero = {};
+	bpf_map_update_elem(&cgroup_counters, &cgroup_id, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&cgroup_counters, &cgroup_id);
+}
+
+static __always_inline struct cgroup_counters *current_counters(void)
+{
+	return counters_of(bpf_get_current_cgroup_id());
+}
+
+/* Switch-out closes the slice of the CPU's running task; switch-in opens the next one. The
+ * open slice and the not-yet-flushed finished ones stay readable in `running`, so the exporter
+ * adds them at read time and a task that never leaves the CPU still shows smooth usage. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u32 zero = 0;
+	struct running_slice *slice = bpf_map_lookup_elem(&running, &zero);
+	if (!slice)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (slice->cgroup_id && slice->start_ns) {
+		if (slice->cgroup_id != slice->pending_cgroup) {
+			if (slice->pending_ns) {
+				struct cgroup_counters *c = counters_of(slice->pending_cgroup);
+				if (c)
+					c->cpu_ns += slice->pending_ns;
+			}
+			slice->pending_cgroup = slice->cgroup_id;
+			slice->pending_ns = 0;
+		}
+		/* The slice's length is the scheduler's own runtime of the task (up to date here:
+		 * the scheduler updated it when it picked the next task), which leaves out time the
+		 * hypervisor stole, as cpu.stat does. The clock only catches nonsense (a runtime
+		 * longer than the slice by more than clock skew could explain). */
+		__u64 wall = now - slice->start_ns;
+		__u64 ran = prev->se.sum_exec_runtime - slice->start_runtime_ns;
+		slice->pending_ns += ran < wall + 1000000 ? ran : wall;
+	}
+	slice->start_ns = now;
+	slice->start_runtime_ns = next->se.sum_exec_runtime;
+	/* pid 0 is this CPU's idle task: idle time belongs to no cgroup. The pointer walk is
+	 * plain loads on BTF pointers (tp_btf), not four bpf_probe_read_kernel calls: this is the
+	 * hottest path of the exporter. */
+	slice->cgroup_id = next->pid ? next->cgroups->dfl_cgrp->kn->id : 0;
+	return 0;
+}
+
+/* Page-cache hits without fentry (this kernel has no BPF trampolines): filemap_get_pages
+ * reports the page range each read() step asked for, after the pages were found or read in.
+ * Pages of that range the task has not counted yet are accesses; the pages this task added to
+ * the cache since (readahead or synchronous reads) are misses; the rest are hits. The state is
+ * task-local storage, freed by the kernel when the task exits. */
+struct read_cursor {
+	__u64 mapping;           /* address_space of the last range counted */
+	__u64 index;             /* first page of that range */
+	__u64 last_index;        /* last page of that range */
+	__u64 pending_additions; /* pages this task added and no read has consumed yet */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct read_cursor);
+} read_cursors SEC(".maps");
+
+static __always_inline __u64 folio_pages(struct folio *folio)
+{
+	unsigned long flags = 0;
+	/* page->flags is the first word of a folio in every layout (memdesc_flags_t or long). */
+	bpf_probe_read_kernel(&flags, sizeof(flags), folio);
+	if (!(flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+		return 1;
+	if (!bpf_core_field_exists(folio->_flags_1))
+		return 1;
+	return 1ULL << (BPF_CORE_READ(folio, _flags_1) & 0xff);
+}
+
+SEC("tp_btf/mm_filemap_add_to_page_cache")
+int BPF_PROG(on_page_cache_add, struct folio *folio)
+{
+	__u64 pages = folio_pages(folio);
+	struct cgroup_counters *c = current_counters();
+	if (c)
+		c->page_cache_additions += pages;
+	struct read_cursor *cur = bpf_task_storage_get(&read_cursors, bpf_get_current_task_btf(), 0,
+						       BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (cur)
+		cur->pending_additions += pages;
+	return 0;
+}
+
+SEC("tp_btf/mm_filemap_get_pages")
+int BPF_PROG(on_filemap_get_pages, struct address_space *mapping, unsigned long index,
+	     unsigned long last_index)
+{
+	struct read_cursor *cur = bpf_task_storage_get(&read_cursors, bpf_get_current_task_btf(), 0,
+						       BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!cur || last_index < index)
+		return 0;
+	/* filemap_read serves one large read in batches and reports the rest of the range again
+	 * after each batch, with the start moved forward: count only pages not counted yet. */
+	__u64 first = index;
+	bool continuation = cur->mapping == (__u64)mapping && index > cur->index &&
+			    index <= cur->last_index;
+	if (continuation)
+		first = cur->last_index + 1;
+	cur->mapping = (__u64)mapping;
+	cur->index = index;
+	if (!continuation || last_index > cur->last_index)
+		cur->last_index = last_index;
+	if (first > last_index)
+		return 0;
+	__u64 accessed = last_index - first + 1;
+	__u64 missed = cur->pending_additions < accessed ? cur->pending_additions : accessed;
+	cur->pending_additions -= missed;
+	if (accessed == missed)
+		return 0;
+	struct cgroup_counters *c = current_counters();
+	if (c)
+		c->page_cache_hits += accessed - missed;
+	return 0;
+}
+
+/* A bio submitted to a block device, traced once per bio (the kernel flags it). Stacked
+ * bio-based devices (device mapper, md) resubmit clones to the disks below: counting only
+ * request-based (blk-mq) devices counts each byte once, at the bottom of the stack. */
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(on_block_bio_queue, struct bio *bio)
+{
+	if (!BPF_CORE_READ(bio, bi_bdev, bd_disk, queue, mq_ops))
+		return 0;
+	__u32 op = BPF_CORE_READ(bio, bi_opf) & REQ_OP_MASK;
+	if (op != REQ_OP_READ && op != REQ_OP_WRITE)
+		return 0;
+	__u64 bytes = BPF_CORE_READ(bio, bi_iter.bi_size);
+	struct cgroup_counters *c = current_counters();
+	if (!c)
+		return 0;
+	if (op == REQ_OP_WRITE)
+		c->disk_write_bytes += bytes;
+	else
+		c->disk_read_bytes += bytes;
+	return 0;
+}
+
+static __always_inline bool is_inet(struct sock *sk)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	return family == AF_INET || family == AF_INET6;
+}
+
+/* Socket payload moved by a send/recv system call (sock_sendmsg/sock_recvmsg), in the calling
+ * task's context: no softirq guessing, and loopback counts like any other peer. */
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
+{
+	if (ret <= 0 || !is_inet(sk))
+		return 0;
+	struct cgroup_counters *c = current_counters();
+	if (c)
+		c->net_tx_bytes += ret;
+	return 0;
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
+{
+	if (ret <= 0 || (flags & MSG_PEEK) || !is_inet(sk))
+		return 0;
+	struct cgroup_counters *c = current_counters();
+	if (c)
+		c->net_rx_bytes += ret;
+	return 0;
+}

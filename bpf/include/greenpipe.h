@@ -1,0 +1,34 @@
+/* Map layouts shared by the BPF programs and the exporter.
+ * Keep in sync with exporter/src/bpf/abi.rs (a size test there guards the layout). */
+#ifndef GREENPIPE_H
+#define GREENPIPE_H
+
+/* Bound of the per-cgroup map. LRU: under a storm of short-lived cgroups the least recently
+ * updated entry is evicted, never an allocation failure; the exporter also deletes removed
+ * cgroups each cycle, so in practice the map holds the live cgroups only. */
+#define GREENPIPE_MAX_CGROUPS 10240
+
+/* Per-CPU counters of one cgroup v2 (key: cgroup id = inode number of its directory). */
+struct cgroup_counters {
+	__u64 cpu_ns;               /* on-CPU time of finished slices */
+	__u64 page_cache_hits;      /* pages read() found in the page cache */
+	__u64 page_cache_additions; /* pages added to the page cache (misses filled, new pages) */
+	__u64 disk_read_bytes;      /* bios queued to request-based (bottom) devices */
+	__u64 disk_write_bytes;
+	__u64 net_tx_bytes;         /* inet socket payload sent */
+	__u64 net_rx_bytes;         /* inet socket payload received */
+};
+
+/* Per-CPU scheduling state. The slice running now: who and since when (bpf_ktime_get_ns,
+ * CLOCK_MONOTONIC). Finished slices of consecutive runs of one cgroup are summed here and
+ * only added to cgroup_counters when another cgroup runs on this CPU: most switches (a
+ * cgroup's threads ping-ponging, a task and the idle task) then touch no hash map at all. */
+struct running_slice {
+	__u64 start_ns;
+	__u64 cgroup_id;      /* 0 = idle task */
+	__u64 pending_cgroup; /* whose finished slices pending_ns holds */
+	__u64 pending_ns;
+	__u64 start_runtime_ns; /* the running task's se.sum_exec_runtime at switch-in */
+};
+
+#endif

@@ -1,0 +1,429 @@
+//! Per-container on-CPU time, page-cache, block and network activity from the BPF programs of
+//! `bpf/accounting.bpf.c` (see docs/ebpf.md), `source="bpf"`.
+//!
+//! The kernel side keeps raw per-cgroup counters; this side turns them into per-container
+//! counters that only go up: it adds each cgroup's growth since the previous tick to its
+//! container's total, so a cgroup removed or evicted from the bounded map never makes a total
+//! drop, and it adds the slices still running on each CPU, so a container that never leaves the
+//! CPU shows smooth usage rather than lumps at each context switch.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use greenpipe_common::names::{container, exporter, label, source, SYSTEM_CONTAINER};
+use tracing::warn;
+
+use super::{CollectError, Collector, Report, Spec};
+use crate::bpf::abi::{CgroupCounters, RunningSlice};
+use crate::bpf::{self, Accounting, LoadError, Signal, PROGRAMS};
+use crate::cgroup_ids::{mounted_v2_root, CgroupIndex};
+use crate::config::Config;
+use crate::container_id::ContainerRef;
+use crate::metrics::MetricSet;
+
+/// Registry entry.
+pub const SPEC: Spec = Spec {
+    name: "ebpf",
+    default_enabled: true,
+    help: "Per-container on-CPU time, page-cache hits, block and network bytes from eBPF programs (root, BTF)",
+    build,
+};
+
+/// Ticks between two walks of the cgroup tree when no unknown cgroup id shows up; the walk
+/// is what finds removed cgroups, whose map entries are then deleted.
+const WALK_EVERY_TICKS: u64 = 10;
+
+/// Longest `reason` label; the full message is logged.
+const REASON_MAX: usize = 240;
+
+fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
+    let root = mounted_v2_root(&config.paths.cgroupfs).map_err(CollectError::Unavailable)?;
+    let accounting = Accounting::load(bpf::ACCOUNTING_OBJECT).map_err(|e| {
+        let full = e.to_string();
+        warn!(error = %full, "eBPF accounting unavailable; procfs and cgroup collectors go on");
+        CollectError::Unavailable(short_reason(&e))
+    })?;
+    for (program, error) in &accounting.programs {
+        if let Some(error) = error {
+            warn!(program, %error, "BPF program not attached; its signal is not exported");
+        }
+    }
+    Ok(Box::new(EbpfCollector {
+        accounting,
+        index: CgroupIndex::new(root),
+        ledger: Ledger::default(),
+        ticks: 0,
+    }))
+}
+
+/// The head of the message and the verifier's verdict: the last line of its log before the
+/// statistics it appends (`verification time`, `stack depth`, `processed N insns`).
+pub fn short_reason(err: &LoadError) -> String {
+    shorten(&err.to_string())
+}
+
+/// [`short_reason`] of any error text.
+fn shorten(text: &str) -> String {
+    let (head, log) = match text.split_once("Verifier output:") {
+        Some((head, log)) => (head.trim().trim_end_matches('.'), log),
+        None => (text.lines().next().unwrap_or_default(), ""),
+    };
+    let is_stats = |l: &str| {
+        l.starts_with("verification time")
+            || l.starts_with("stack depth")
+            || l.starts_with("processed ")
+    };
+    let verdict = log
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !is_stats(l));
+    let mut reason = match verdict {
+        Some(v) => format!("{head}: verifier: {v}"),
+        None => head.to_string(),
+    };
+    if reason.len() > REASON_MAX {
+        let mut cut = REASON_MAX;
+        while !reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        reason.truncate(cut);
+    }
+    reason
+}
+
+struct EbpfCollector {
+    accounting: Accounting,
+    index: CgroupIndex,
+    ledger: Ledger,
+    ticks: u64,
+}
+
+/// Who a cgroup's usage is exported under: a container, or `None` for the host ("system").
+pub type Owner = Option<ContainerRef>;
+
+/// Per-owner monotonic totals built from raw per-cgroup readings.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Last raw reading of each cgroup id, and its owner when it was last seen live.
+    last: HashMap<u64, (Owner, CgroupCounters)>,
+    totals: BTreeMap<Owner, Totals>,
+}
+
+/// One owner's totals.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Totals {
+    /// Sum of the growth of every cgroup of the owner.
+    pub counters: CgroupCounters,
+    /// CPU nanoseconds last exported (finished + running slices), never exported lower.
+    pub cpu_exported_ns: u64,
+}
+
+impl Ledger {
+    /// Records a raw reading of cgroup `id`. `owner` is `None` when the cgroup is no longer
+    /// live: its final growth goes to the owner it had when last seen.
+    pub fn record(&mut self, id: u64, owner: Option<Owner>, raw: CgroupCounters) -> Owner {
+        let (owner, growth) = match self.last.get(&id) {
+            Some((known, prev)) => (
+                owner.unwrap_or_else(|| known.clone()),
+                raw.growth_since(prev),
+            ),
+            None => (owner.flatten(), raw),
+        };
+        self.totals
+            .entry(owner.clone())
+            .or_default()
+            .counters
+            .add(&growth);
+        self.last.insert(id, (owner.clone(), raw));
+        owner
+    }
+
+    /// Forgets cgroup ids for which `keep` is false (deleted or evicted from the map).
+    pub fn retain_ids(&mut self, keep: impl Fn(u64) -> bool) {
+        self.last.retain(|id, _| keep(*id));
+    }
+
+    /// Drops containers with no live cgroup (the host total stays).
+    pub fn retain_owners(&mut self, live: &BTreeSet<Owner>) {
+        self.totals
+            .retain(|owner, _| owner.is_none() || live.contains(owner));
+    }
+
+    /// Exports an owner's CPU time: finished slices plus `running_ns` of open slices, never
+    /// below what was exported before (a slice read as running can end a few microseconds
+    /// before the tick's clock reading).
+    pub fn cpu_ns(&mut self, owner: &Owner, running_ns: u64) -> u64 {
+        let totals = self.totals.entry(owner.clone()).or_default();
+        let now = totals.counters.cpu_ns + running_ns;
+        totals.cpu_exported_ns = totals.cpu_exported_ns.max(now);
+        totals.cpu_exported_ns
+    }
+
+    /// Owners with totals.
+    pub fn owners(&self) -> impl Iterator<Item = (&Owner, &Totals)> {
+        self.totals.iter()
+    }
+}
+
+/// On-CPU nanoseconds of each cgroup not yet in the counters map at `now_ns`: slices still
+/// running, and finished slices the BPF side holds per CPU until another cgroup runs there.
+pub fn running_ns(slices: &[RunningSlice], now_ns: u64) -> HashMap<u64, u64> {
+    let mut out: HashMap<u64, u64> = HashMap::new();
+    for s in slices {
+        if s.cgroup_id != 0 && s.start_ns != 0 && now_ns > s.start_ns {
+            *out.entry(s.cgroup_id).or_default() += now_ns - s.start_ns;
+        }
+        if s.pending_cgroup != 0 && s.pending_ns != 0 {
+            *out.entry(s.pending_cgroup).or_default() += s.pending_ns;
+        }
+    }
+    out
+}
+
+impl EbpfCollector {
+    fn failed(e: impl std::fmt::Display) -> CollectError {
+        CollectError::Failed(anyhow::anyhow!("{e}"))
+    }
+}
+
+impl Collector for EbpfCollector {
+    fn collect(&mut self, out: &mut MetricSet, _report: &mut Report) -> Result<(), CollectError> {
+        // Finished slices first, then open ones: a switch in between loses a slice for one
+        // tick (caught up at the next) instead of counting it twice.
+        let raw = self.accounting.counters().map_err(Self::failed)?;
+        let slices = self.accounting.running().map_err(Self::failed)?;
+        let running = running_ns(&slices, bpf::monotonic_ns());
+        self.ticks += 1;
+        let unknown = raw
+            .iter()
+            .map(|(id, _)| id)
+            .chain(running.keys())
+            .any(|id| self.index.get(*id).is_none());
+        let walked = unknown || self.ticks % WALK_EVERY_TICKS == 1;
+        if walked {
+            self.index.walk().map_err(|e| {
+                Self::failed(format!("walking {}: {e}", self.index.root().display()))
+            })?;
+        }
+        let mut live = BTreeSet::new();
+        let mut ids = HashSet::with_capacity(raw.len());
+        for (id, counters) in &raw {
+            let entry = self.index.get(*id).map(|e| e.container.clone());
+            let removed = walked && entry.is_none();
+            let owner = self.ledger.record(*id, entry, *counters);
+            if removed {
+                // Its last growth is in; free the slot so the map holds live cgroups only.
+                self.accounting.forget(*id).map_err(Self::failed)?;
+            } else {
+                ids.insert(*id);
+                live.insert(owner);
+            }
+        }
+        self.ledger.retain_ids(|id| ids.contains(&id));
+        let mut running_by_owner: BTreeMap<Owner, u64> = BTreeMap::new();
+        for (id, ns) in running {
+            let owner = self.index.get(id).and_then(|e| e.container.clone());
+            *running_by_owner.entry(owner.clone()).or_default() += ns;
+            live.insert(owner);
+        }
+        self.ledger.retain_owners(&live);
+        let owners: Vec<Owner> = self.ledger.owners().map(|(o, _)| o.clone()).collect();
+        for owner in owners {
+            let running = running_by_owner.get(&owner).copied().unwrap_or(0);
+            let cpu_ns = self.ledger.cpu_ns(&owner, running);
+            let counters = self.ledger.totals[&owner].counters;
+            self.emit(out, &owner, cpu_ns, &counters);
+        }
+        self.self_metrics(out, raw.len());
+        Ok(())
+    }
+}
+
+impl EbpfCollector {
+    fn emit(&self, out: &mut MetricSet, owner: &Owner, cpu_ns: u64, c: &CgroupCounters) {
+        let (id, pod) = match owner {
+            Some(r) => (r.container_id.as_str(), r.pod_uid.as_str()),
+            None => (SYSTEM_CONTAINER, ""),
+        };
+        let base = [
+            (label::CONTAINER_ID, id),
+            (label::POD_UID, pod),
+            (label::SOURCE, source::BPF),
+        ];
+        let with =
+            |direction: &'static str| [base[0], base[1], base[2], (label::DIRECTION, direction)];
+        let has = |s| self.accounting.has(s);
+        if has(Signal::CpuTime) {
+            out.counter(
+                container::CPU_SECONDS_TOTAL,
+                "CPU seconds used by the container's processes.",
+                &base,
+                cpu_ns as f64 / 1e9,
+            );
+        }
+        if has(Signal::PageCacheHits) {
+            out.counter(
+                container::PAGE_CACHE_HITS_TOTAL,
+                "Pages the container's read() calls found in the page cache.",
+                &base,
+                c.page_cache_hits as f64,
+            );
+        }
+        if has(Signal::PageCacheAdditions) {
+            out.counter(
+                container::PAGE_CACHE_ADDITIONS_TOTAL,
+                "Pages the container added to the page cache (misses filled, new pages written).",
+                &base,
+                c.page_cache_additions as f64,
+            );
+        }
+        if has(Signal::DiskBytes) {
+            for (direction, bytes) in [("read", c.disk_read_bytes), ("write", c.disk_write_bytes)] {
+                out.counter(
+                    container::DISK_BYTES_TOTAL,
+                    "Block I/O bytes submitted by the container.",
+                    &with(direction),
+                    bytes as f64,
+                );
+            }
+        }
+        for (signal, direction, bytes) in [
+            (Signal::NetworkReceive, "receive", c.net_rx_bytes),
+            (Signal::NetworkTransmit, "transmit", c.net_tx_bytes),
+        ] {
+            if has(signal) {
+                out.counter(
+                    container::NETWORK_BYTES_TOTAL,
+                    "Network bytes moved by the container.",
+                    &with(direction),
+                    bytes as f64,
+                );
+            }
+        }
+    }
+
+    fn self_metrics(&self, out: &mut MetricSet, cgroups: usize) {
+        for (program, _, _) in PROGRAMS {
+            let error = self.accounting.programs.get(program).cloned().flatten();
+            let reason = error.map(|e| shorten(&e)).unwrap_or_default();
+            out.gauge(
+                exporter::BPF_PROGRAM_ATTACHED,
+                "1 if the BPF program is attached; reason says why not.",
+                &[(label::PROGRAM, program), (label::REASON, &reason)],
+                if reason.is_empty() { 1.0 } else { 0.0 },
+            );
+        }
+        out.gauge(
+            exporter::BPF_CGROUPS_TRACKED,
+            "cgroups held in the BPF counters map.",
+            &[],
+            cgroups as f64,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu(ns: u64) -> CgroupCounters {
+        CgroupCounters {
+            cpu_ns: ns,
+            ..Default::default()
+        }
+    }
+
+    fn container(id: char) -> Owner {
+        Some(ContainerRef {
+            container_id: id.to_string().repeat(64),
+            pod_uid: String::new(),
+        })
+    }
+
+    #[test]
+    fn totals_add_growth_and_survive_removal_and_eviction() {
+        let mut ledger = Ledger::default();
+        let (a, sys) = (container('a'), None);
+        // Two host cgroups and one container cgroup.
+        ledger.record(1, Some(sys.clone()), cpu(100));
+        ledger.record(2, Some(sys.clone()), cpu(50));
+        ledger.record(3, Some(a.clone()), cpu(10));
+        assert_eq!(ledger.cpu_ns(&sys, 0), 150);
+        // Host cgroup 2 is removed after growing by 5: the growth lands, the total stays.
+        ledger.record(1, Some(sys.clone()), cpu(120));
+        ledger.record(2, None, cpu(55));
+        ledger.retain_ids(|id| id != 2);
+        assert_eq!(ledger.cpu_ns(&sys, 0), 175);
+        // Cgroup 1 is evicted and recreated: its new value is all growth.
+        ledger.record(1, Some(sys.clone()), cpu(3));
+        assert_eq!(ledger.cpu_ns(&sys, 0), 178);
+        assert_eq!(ledger.cpu_ns(&a, 0), 10);
+    }
+
+    #[test]
+    fn running_slices_smooth_cpu_time_and_never_lower_it() {
+        let mut ledger = Ledger::default();
+        let a = container('a');
+        ledger.record(3, Some(a.clone()), cpu(1_000));
+        // Half a second running, not yet switched out.
+        assert_eq!(ledger.cpu_ns(&a, 500), 1_500);
+        // The slice ended slightly before the clock read of the previous tick.
+        ledger.record(3, Some(a.clone()), cpu(1_490));
+        assert_eq!(ledger.cpu_ns(&a, 0), 1_500);
+        ledger.record(3, Some(a.clone()), cpu(1_600));
+        assert_eq!(ledger.cpu_ns(&a, 0), 1_600);
+    }
+
+    #[test]
+    fn removed_containers_are_dropped_but_the_host_stays() {
+        let mut ledger = Ledger::default();
+        ledger.record(1, Some(None), cpu(1));
+        ledger.record(3, Some(container('a')), cpu(1));
+        ledger.retain_owners(&BTreeSet::new());
+        let owners: Vec<_> = ledger.owners().map(|(o, _)| o.clone()).collect();
+        assert_eq!(owners, vec![None]);
+    }
+
+    #[test]
+    fn running_time_per_cgroup_adds_pending_and_skips_idle_and_future_slices() {
+        let slice = |start_ns, cgroup_id, pending_cgroup, pending_ns| RunningSlice {
+            start_ns,
+            cgroup_id,
+            pending_cgroup,
+            pending_ns,
+            start_runtime_ns: 0,
+        };
+        let slices = [
+            slice(100, 7, 0, 0),
+            slice(50, 7, 9, 40),
+            // Idle now, with 5 ns of cgroup 7 finished but not flushed.
+            slice(10, 0, 7, 5),
+            // Switched in after the clock read.
+            slice(300, 8, 0, 0),
+        ];
+        let r = running_ns(&slices, 200);
+        assert_eq!(r.get(&7), Some(&255));
+        assert_eq!(r.get(&9), Some(&40));
+        assert_eq!(r.get(&8), None);
+        assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn reasons_keep_the_verifier_verdict_and_stay_short() {
+        let err = LoadError::Program {
+            program: "on_sched_switch",
+            tracepoint: "sched_switch",
+            message: format!(
+                "load failed. Verifier output: 0: R1=ctx\n{}\nR6 invalid mem access 'scalar'\n\
+                 verification time 267 usec\nstack depth 8\nprocessed 9 insns (limit 1000000)\n",
+                "x".repeat(1000)
+            ),
+        };
+        let r = short_reason(&err);
+        assert_eq!(
+            r,
+            "program on_sched_switch (sched_switch): load failed: verifier: R6 invalid mem access 'scalar'"
+        );
+        let long = LoadError::Object("y".repeat(1000));
+        assert!(short_reason(&long).len() <= REASON_MAX);
+    }
+}

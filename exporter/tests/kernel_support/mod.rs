@@ -1,0 +1,145 @@
+//! Helpers of the kernel tests: test cgroups shaped like real containers, processes started
+//! inside them, and reading collector output back.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use greenpipe_exporter::cgroup_ids::v2_root;
+use greenpipe_exporter::collector::{Collector, Report, Spec};
+use greenpipe_exporter::config::Config;
+use greenpipe_exporter::metrics::MetricSet;
+use greenpipe_exporter::paths::Paths;
+
+/// Panics unless the tests run as root: they load BPF programs and create cgroups.
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "kernel tests need root (BPF, cgroups): run scripts/test.sh as root"
+    );
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A fresh 64-hex container id.
+pub fn container_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let mut state =
+        nanos ^ ((std::process::id() as u64) << 32) ^ COUNTER.fetch_add(1, Ordering::Relaxed);
+    (0..4)
+        .map(|_| format!("{:016x}", splitmix(&mut state)))
+        .collect()
+}
+
+/// A cgroup v2 named like a Docker container (`docker-<id>.scope`), killed and removed on drop.
+pub struct TestCgroup {
+    /// Its directory.
+    pub dir: PathBuf,
+    /// The container id the real parser derives from its path.
+    pub container_id: String,
+}
+
+impl TestCgroup {
+    /// Creates it under the v2 hierarchy of `/sys/fs/cgroup`.
+    pub fn new() -> TestCgroup {
+        let root = v2_root(Path::new("/sys/fs/cgroup")).expect("a cgroup v2 hierarchy");
+        let container_id = container_id();
+        let dir = root.join(format!("docker-{container_id}.scope"));
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        TestCgroup { dir, container_id }
+    }
+
+    /// The cgroup id (inode of the directory).
+    pub fn id(&self) -> u64 {
+        std::fs::metadata(&self.dir).unwrap().ino()
+    }
+
+    /// Starts `sh -c script` inside the cgroup: the shell moves itself in before running it.
+    pub fn spawn(&self, script: &str) -> Child {
+        let procs = self.dir.join("cgroup.procs");
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("echo $$ > {} && {script}", procs.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn sh")
+    }
+
+    /// Runs `sh -c script` inside the cgroup to completion; panics if it fails.
+    pub fn run(&self, script: &str) {
+        let status = self.spawn(script).wait().expect("wait sh");
+        assert!(status.success(), "{script}: {status}");
+    }
+
+    /// `usage_usec` of `cpu.stat`: the kernel's own CPU time of the cgroup.
+    pub fn usage_usec(&self) -> u64 {
+        let text = std::fs::read_to_string(self.dir.join("cpu.stat")).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("usage_usec "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("usage_usec in cpu.stat")
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.dir.join("cgroup.kill"), "1");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            match std::fs::remove_dir(&self.dir) {
+                Ok(()) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        eprintln!("could not remove test cgroup {}", self.dir.display());
+    }
+}
+
+/// Builds a collector from the registry with the host's default paths.
+pub fn build(spec: &Spec) -> Box<dyn Collector> {
+    let config = Config::for_paths(Paths::default(), "test-node");
+    match (spec.build)(&config) {
+        Ok(c) => c,
+        Err(e) => panic!("collector {} did not build: {e}", spec.name),
+    }
+}
+
+/// Runs a collector once.
+pub fn collect(collector: &mut dyn Collector) -> MetricSet {
+    let mut out = MetricSet::new();
+    collector
+        .collect(&mut out, &mut Report::default())
+        .unwrap_or_else(|e| panic!("collect: {e}"));
+    out
+}
+
+/// The value of the series of `name` whose labels include all of `labels`.
+pub fn value(set: &MetricSet, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let family = set.family(name)?;
+    family
+        .series
+        .iter()
+        .find(|s| {
+            labels
+                .iter()
+                .all(|(k, v)| s.labels.iter().any(|(lk, lv)| lk == k && lv == v))
+        })
+        .map(|s| s.value)
+}
