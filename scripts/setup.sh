@@ -10,6 +10,7 @@ packages=(
   victoria-metrics                # second remote-write receiver in tests
   stress-ng                       # real load in tests and benches
   iproute2 procps curl jq python3 python3-venv
+  openssl                         # test PKI for the estimator's TLS test
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -44,6 +44,25 @@ pub mod label {
     pub const VERSION: &str = "version";
     /// BPF program name (exporter self metrics).
     pub const PROGRAM: &str = "program";
+    /// Part of attributed power: `idle` or `dynamic`.
+    pub const COMPONENT: &str = "component";
+    /// Estimator shard, `i/n` (e.g. `0/2`).
+    pub const SHARD: &str = "shard";
+    /// Estimator queries only: the model feature a query result carries (added by
+    /// `label_replace`, never stored).
+    pub const FEATURE: &str = "feature";
+    /// Outcome of an operation (`ok`, `error`, an HTTP status code, ...).
+    pub const OUTCOME: &str = "outcome";
+    /// Name of an estimator query (`node_features`, `container_features`, ...).
+    pub const QUERY: &str = "query";
+}
+
+/// Values of the `component` label on attributed power.
+pub mod component {
+    /// The share of the node's idle power.
+    pub const IDLE: &str = "idle";
+    /// The share of the node's dynamic (above idle) power.
+    pub const DYNAMIC: &str = "dynamic";
 }
 
 /// Value of `container_id` for processes that run outside any container.
@@ -177,6 +196,46 @@ pub mod estimate {
     pub const NODE_POWER_WATTS: &str = "greenpipe_node_power_watts";
     /// Gauge, `node`, `model`: the idle part of the node prediction.
     pub const NODE_IDLE_POWER_WATTS: &str = "greenpipe_node_idle_power_watts";
-    /// Gauge, `node`, `container_id`, `pod_uid`, `model`: power attributed to a container.
+    /// Gauge, `node`, `model`: prediction minus the node's power-meter reading, where a meter
+    /// exists (positive: the model over-estimates).
+    pub const NODE_POWER_ERROR_WATTS: &str = "greenpipe_node_power_error_watts";
+    /// Gauge, `node`, `container_id`, `pod_uid`, `model`, `component`: power attributed to a
+    /// container (`container_id="system"` for host processes); summed over containers and
+    /// components it equals the node's prediction.
     pub const CONTAINER_POWER_WATTS: &str = "greenpipe_container_power_watts";
+    /// Gauge, `shard`: value = the tick's own unix time. Written last for every tick, so the
+    /// estimator finds where it left off after a restart from its own output.
+    pub const TICK_TIMESTAMP_SECONDS: &str = "greenpipe_estimator_tick_timestamp_seconds";
+}
+
+/// The estimator's metrics about itself (its own `/metrics`).
+pub mod estimator {
+    /// Counter: ticks estimated and written (live and backfilled).
+    pub const TICKS_TOTAL: &str = "greenpipe_estimator_ticks_total";
+    /// Counter: ticks estimated during catch-up after an outage.
+    pub const TICKS_BACKFILLED_TOTAL: &str = "greenpipe_estimator_ticks_backfilled_total";
+    /// Counter: ticks given up because they were older than `--backfill.max-age`.
+    pub const TICKS_ABANDONED_TOTAL: &str = "greenpipe_estimator_ticks_abandoned_total";
+    /// Gauge: seconds between now and the last tick written.
+    pub const LAG_SECONDS: &str = "greenpipe_estimator_lag_seconds";
+    /// Gauge: unix time of the last tick written.
+    pub const LAST_TICK_TIMESTAMP_SECONDS: &str = "greenpipe_estimator_last_tick_timestamp_seconds";
+    /// Counter, `query`, `outcome`: PromQL requests.
+    pub const QUERIES_TOTAL: &str = "greenpipe_estimator_queries_total";
+    /// Histogram, `query`: PromQL request wall time.
+    pub const QUERY_DURATION_SECONDS: &str = "greenpipe_estimator_query_duration_seconds";
+    /// Counter: samples accepted by the remote-write receiver.
+    pub const SAMPLES_WRITTEN_TOTAL: &str = "greenpipe_estimator_samples_written_total";
+    /// Counter: samples sent again after a retryable failure.
+    pub const SAMPLES_RETRIED_TOTAL: &str = "greenpipe_estimator_samples_retried_total";
+    /// Counter, `reason`: samples given up (e.g. `http_400`).
+    pub const SAMPLES_DROPPED_TOTAL: &str = "greenpipe_estimator_samples_dropped_total";
+    /// Counter, `outcome`: remote-write requests by HTTP status (or `network_error`).
+    pub const REMOTE_WRITE_REQUESTS_TOTAL: &str = "greenpipe_estimator_remote_write_requests_total";
+    /// Counter, `reason`: node estimates skipped (missing or non-finite features, no model).
+    pub const NODES_SKIPPED_TOTAL: &str = "greenpipe_estimator_nodes_skipped_total";
+    /// Gauge: node estimates written by the last tick.
+    pub const NODES_ESTIMATED: &str = "greenpipe_estimator_nodes_estimated";
+    /// Gauge, `model`: 1 for every model loaded from the model file.
+    pub const MODELS_LOADED: &str = "greenpipe_estimator_models_loaded";
 }

@@ -48,7 +48,25 @@ pub fn workspace_binary(name: &str) -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     let path = target.join("debug").join(name);
-    let status = Command::new(env!("CARGO"))
+    let mut build = Command::new(env!("CARGO"));
+    // The test process carries the variables cargo sets for the test crate (CARGO_PKG_NAME,
+    // CARGO_MANIFEST_DIR, ...). Build scripts that watch them (ring via cc) would see a changed
+    // environment and rebuild half the dependency tree on every call: drop them.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        let set_by_cargo_for_tests = (key.starts_with("CARGO_")
+            && !matches!(key.as_ref(), "CARGO_HOME" | "CARGO_TARGET_DIR")
+            && !key.starts_with("CARGO_BUILD_")
+            && !key.starts_with("CARGO_REGISTRIES_")
+            && !key.starts_with("CARGO_NET_")
+            && !key.starts_with("CARGO_PROFILE_")
+            && !key.starts_with("CARGO_TERM_"))
+            || key == "OUT_DIR";
+        if set_by_cargo_for_tests {
+            build.env_remove(key.as_ref());
+        }
+    }
+    let status = build
         .args(["build", "--quiet", "--bin", name])
         .current_dir(&root)
         .status()
@@ -284,5 +302,184 @@ impl Prometheus {
             .first()
             .and_then(|s| s["value"][1].as_str())
             .and_then(|v| v.parse().ok()))
+    }
+}
+
+/// Runs an instant query against any Prometheus-compatible query API (`base` = server root) and
+/// returns the `data.result` array.
+pub fn query_api(base: &str, promql: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    let body: serde_json::Value = reqwest::blocking::Client::new()
+        .get(format!("{base}/api/v1/query"))
+        .query(&[("query", promql)])
+        .send()?
+        .error_for_status()?
+        .json()?;
+    Ok(body["data"]["result"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default())
+}
+
+/// One stored series: its labels and raw samples `(ms, value)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSeries {
+    /// Label pairs (including `__name__`).
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Samples in time order.
+    pub samples: Vec<(i64, f64)>,
+}
+
+/// The raw samples of the series matching `selector` over the last `window` (e.g. `10m`), read
+/// with a range-vector instant query so nothing is interpolated or deduplicated.
+pub fn raw_samples(base: &str, selector: &str, window: &str) -> anyhow::Result<Vec<StoredSeries>> {
+    let result = query_api(base, &format!("{selector}[{window}]"))?;
+    Ok(result
+        .iter()
+        .map(|s| StoredSeries {
+            labels: s["metric"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            samples: s["values"]
+                .as_array()
+                .map(|v| {
+                    v.iter()
+                        .filter_map(|p| {
+                            let t = p[0].as_f64()?;
+                            let v: f64 = p[1].as_str()?.parse().ok()?;
+                            Some(((t * 1000.0).round() as i64, v))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect())
+}
+
+/// Remote-writes series (protobuf + snappy, as Prometheus agents do) to a receiver's write URL.
+/// The test's way to put feature series with known values into Prometheus.
+pub fn remote_write(
+    url: &str,
+    series: Vec<greenpipe_estimator::remote_write::TimeSeries>,
+) -> anyhow::Result<()> {
+    use greenpipe_estimator::remote_write as rw;
+    let client = reqwest::blocking::Client::new();
+    for batch in rw::batches(series, rw::BatchLimits::default()) {
+        let response = client
+            .post(url)
+            .header("Content-Encoding", rw::CONTENT_ENCODING)
+            .header("Content-Type", rw::CONTENT_TYPE)
+            .header(rw::VERSION_HEADER, rw::VERSION)
+            .body(rw::encode(batch))
+            .send()?;
+        let status = response.status();
+        if !status.is_success() {
+            bail!("remote write to {url}: HTTP {status}: {}", response.text()?);
+        }
+    }
+    Ok(())
+}
+
+/// A counter growing by `per_second` from 1000 at `from_ms`, one sample every `step_ms` up to
+/// `to_ms`: its `rate()` is exactly `per_second`.
+pub fn counter_series(
+    name: &str,
+    labels: &[(&str, &str)],
+    per_second: f64,
+    (from_ms, to_ms, step_ms): (i64, i64, i64),
+) -> greenpipe_estimator::remote_write::TimeSeries {
+    use greenpipe_estimator::remote_write::{Sample, TimeSeries};
+    let mut ts = TimeSeries::new(name, labels);
+    ts.samples = (from_ms..=to_ms)
+        .step_by(step_ms as usize)
+        .map(|t| Sample {
+            value: 1000.0 + per_second * (t - from_ms) as f64 / 1000.0,
+            timestamp: t,
+        })
+        .collect();
+    ts
+}
+
+/// A gauge holding `value` from `from_ms` to `to_ms`, one sample every `step_ms`.
+pub fn gauge_series(
+    name: &str,
+    labels: &[(&str, &str)],
+    value: f64,
+    (from_ms, to_ms, step_ms): (i64, i64, i64),
+) -> greenpipe_estimator::remote_write::TimeSeries {
+    use greenpipe_estimator::remote_write::{Sample, TimeSeries};
+    let mut ts = TimeSeries::new(name, labels);
+    ts.samples = (from_ms..=to_ms)
+        .step_by(step_ms as usize)
+        .map(|t| Sample {
+            value,
+            timestamp: t,
+        })
+        .collect();
+    ts
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
+
+/// A private VictoriaMetrics (Debian's `victoria-metrics`) on a loopback port, with its own data
+/// directory and no query latency offset (its default 30 s hides fresh samples from queries).
+pub struct VictoriaMetrics {
+    /// Base URL (query API root; remote write at `/api/v1/write`).
+    pub url: String,
+    /// Data directory.
+    pub dir: tempfile::TempDir,
+    _guard: Guard,
+}
+
+impl VictoriaMetrics {
+    /// Starts it and waits until it answers.
+    pub fn start() -> anyhow::Result<VictoriaMetrics> {
+        let dir = tempfile::tempdir()?;
+        let port = free_port();
+        let log = std::fs::File::create(dir.path().join("victoria-metrics.log"))?;
+        let child = Command::new("victoria-metrics")
+            .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+            .arg(format!(
+                "-storageDataPath={}",
+                dir.path().join("data").display()
+            ))
+            .arg("-search.latencyOffset=0s")
+            .arg("-retentionPeriod=1d")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("starting victoria-metrics (is Debian's `victoria-metrics` installed? scripts/setup.sh)")?;
+        let guard = Guard::new("victoria-metrics", child);
+        let url = format!("http://127.0.0.1:{port}");
+        let ready = wait_for(Duration::from_secs(30), || {
+            reqwest::blocking::get(format!("{url}/health"))
+                .ok()
+                .filter(|r| r.status().is_success())
+        });
+        if ready.is_none() {
+            let log = std::fs::read_to_string(dir.path().join("victoria-metrics.log"))
+                .unwrap_or_default();
+            bail!("victoria-metrics did not become ready on {url}:\n{log}");
+        }
+        Ok(VictoriaMetrics {
+            url,
+            dir,
+            _guard: guard,
+        })
+    }
+
+    /// Remote-write endpoint URL.
+    pub fn remote_write_url(&self) -> String {
+        format!("{}/api/v1/write", self.url)
     }
 }

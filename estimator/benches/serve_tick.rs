@@ -1,0 +1,203 @@
+//! Run with `cargo bench -p greenpipe-estimator --bench serve_tick`.
+//!
+//! CPU cost of one `serve` tick for a simulated fleet (default 1,000 nodes x 100 containers):
+//! decode the PromQL answers → assemble → predict → attribute → lay out series → batch → protobuf
+//! → snappy. Prometheus' own time and the network are excluded: the answers are built
+//! in memory in the exact JSON shape Prometheus returns. Also the remote-write encoding
+//! throughput in samples per second. Prints figures; asserts nothing about time.
+//!
+//! `GREENPIPE_BENCH_NODES` and `GREENPIPE_BENCH_CONTAINERS` change the fleet size.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use greenpipe_common::features::Feature;
+use greenpipe_common::model::ModelFile;
+use greenpipe_estimator::attribution::IdleSplit;
+use greenpipe_estimator::estimate::{estimate_tick, tick_series};
+use greenpipe_estimator::promql::decode_matrix;
+use greenpipe_estimator::readout::{assemble, PROCESSES};
+use greenpipe_estimator::remote_write::wire::encode_request;
+use greenpipe_estimator::remote_write::{batches, encode, sample_count, BatchLimits};
+use greenpipe_estimator::shard::Shard;
+
+const T_MS: i64 = 1_790_000_000_000;
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A one-point matrix answer, as Prometheus writes it.
+fn answer(series: impl Iterator<Item = (String, f64)>) -> String {
+    let mut body = String::from(r#"{"status":"success","data":{"resultType":"matrix","result":["#);
+    for (i, (labels, value)) in series.enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        let _ = write!(
+            body,
+            r#"{{"metric":{{{labels}}},"values":[[{}.000,"{value}"]]}}"#,
+            T_MS / 1000
+        );
+    }
+    body.push_str("]}}");
+    body
+}
+
+fn container_id(node: usize, c: usize) -> String {
+    format!(
+        "{:016x}{:048x}",
+        node * 1000 + c,
+        (node * 7919 + c * 104729) as u128
+    )
+}
+
+fn main() {
+    let nodes = env_usize("GREENPIPE_BENCH_NODES", 1000);
+    let containers = env_usize("GREENPIPE_BENCH_CONTAINERS", 100);
+    let rounds = env_usize("GREENPIPE_BENCH_ROUNDS", 5);
+    let models = ModelFile::from_json(include_str!("../models/default.json")).expect("bundled");
+    let features = [Feature::CpuSecondsPerSecond];
+    println!(
+        "fleet: {nodes} nodes x {containers} containers (+ system), model {:?}, features {:?}",
+        models.models[0].name,
+        features.iter().map(|f| f.column()).collect::<Vec<_>>()
+    );
+
+    let node_body = answer((0..nodes).flat_map(|n| {
+        features.iter().map(move |f| {
+            (
+                format!(r#""node":"node-{n:04}","feature":"{}""#, f.column()),
+                1.0 + (n % 3) as f64,
+            )
+        })
+    }));
+    let container_body = answer((0..nodes).flat_map(|n| {
+        (0..=containers).flat_map(move |c| {
+            let id = if c == containers {
+                "system".to_string()
+            } else {
+                container_id(n, c)
+            };
+            let pod = format!(
+                "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                n,
+                c,
+                7,
+                8,
+                n * 100 + c
+            );
+            let tags: Vec<&str> = features.iter().map(|f| f.column()).chain([PROCESSES]).collect();
+            tags.into_iter().map(move |tag| {
+                (
+                    format!(
+                        r#""node":"node-{n:04}","container_id":"{id}","pod_uid":"{pod}","feature":"{tag}""#
+                    ),
+                    if tag == PROCESSES { 3.0 } else { 0.01 * (c % 7) as f64 },
+                )
+            })
+        })
+    }));
+    println!(
+        "PromQL answers: node {:.1} MB, container {:.1} MB",
+        node_body.len() as f64 / 1e6,
+        container_body.len() as f64 / 1e6
+    );
+
+    let mut stages: Vec<[Duration; 6]> = Vec::new();
+    let mut samples = 0;
+    let mut raw_bytes = 0;
+    let mut wire_bytes = 0;
+    for _ in 0..rounds {
+        let t0 = thread_cpu();
+        let node = decode_matrix(node_body.as_bytes()).expect("node answer");
+        let container = decode_matrix(container_body.as_bytes()).expect("container answer");
+        let t1 = thread_cpu();
+        let ticks = assemble(T_MS, 1000, 1, &node, &container, &[], Shard::ALL);
+        let t2 = thread_cpu();
+        let estimates = estimate_tick(&models, &ticks[0], IdleSplit::Processes);
+        assert_eq!(estimates.nodes.len(), nodes, "every node estimated");
+        let t3 = thread_cpu();
+        let series = tick_series(&estimates);
+        let t4 = thread_cpu();
+        samples = sample_count(&series);
+        let protobuf: Vec<Vec<u8>> = batches(series, BatchLimits::default())
+            .into_iter()
+            .map(|b| encode_request(&b))
+            .collect();
+        let t5 = thread_cpu();
+        raw_bytes = protobuf.iter().map(Vec::len).sum();
+        wire_bytes = protobuf
+            .iter()
+            .map(|p| snap::raw::Encoder::new().compress_vec(p).unwrap().len())
+            .sum::<usize>();
+        let t6 = thread_cpu();
+        stages.push([t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5]);
+    }
+    let median = |i: usize| {
+        let mut v: Vec<Duration> = stages.iter().map(|s| s[i]).collect();
+        v.sort();
+        v[v.len() / 2]
+    };
+    let names = [
+        "decode JSON",
+        "assemble",
+        "predict+attribute",
+        "series layout",
+        "batch+protobuf",
+        "snappy",
+    ];
+    let mut total = Duration::ZERO;
+    println!("CPU time per tick (median of {rounds}, one thread):");
+    for (i, name) in names.iter().enumerate() {
+        let d = median(i);
+        total += d;
+        println!("  {name:<18} {:>8.1} ms", d.as_secs_f64() * 1e3);
+    }
+    let estimates = nodes * (containers + 1);
+    println!(
+        "  {:<18} {:>8.1} ms  ({estimates} container estimates, {:.0} k/s; target <= 100 ms)",
+        "total",
+        total.as_secs_f64() * 1e3,
+        estimates as f64 / total.as_secs_f64() / 1e3
+    );
+    println!(
+        "remote write: {samples} samples per tick, {:.1} MB protobuf, {:.1} MB on the wire (snappy)",
+        raw_bytes as f64 / 1e6,
+        wire_bytes as f64 / 1e6
+    );
+
+    // Encoding throughput alone: layout + batch + protobuf + snappy of the tick's samples.
+    let ticks = {
+        let node = decode_matrix(node_body.as_bytes()).unwrap();
+        let container = decode_matrix(container_body.as_bytes()).unwrap();
+        assemble(T_MS, 1000, 1, &node, &container, &[], Shard::ALL)
+    };
+    let estimates = estimate_tick(&models, &ticks[0], IdleSplit::Processes);
+    let mut best = Duration::MAX;
+    for _ in 0..rounds {
+        let series = tick_series(&estimates);
+        let t0 = thread_cpu();
+        for b in batches(series, BatchLimits::default()) {
+            std::hint::black_box(encode(b));
+        }
+        best = best.min(thread_cpu() - t0);
+    }
+    println!(
+        "remote-write encoding (batch + protobuf + snappy): {:.2} M samples/s",
+        samples as f64 / best.as_secs_f64() / 1e6
+    );
+}

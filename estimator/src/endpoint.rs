@@ -1,0 +1,188 @@
+//! An HTTP endpoint the estimator talks to (Prometheus' query API, the remote-write receiver) with
+//! its authentication: basic auth, a bearer token read from a file, and TLS with a custom CA.
+//!
+//! Secrets come from files, never from the command line, so they do not show in `ps`. The bearer
+//! token file is read again for every request because Kubernetes rotates projected service-account
+//! tokens in place.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+
+/// How requests authenticate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// No credentials.
+    None,
+    /// HTTP basic auth; the password was read from a file at start.
+    Basic {
+        /// User name.
+        username: String,
+        /// Password.
+        password: String,
+    },
+    /// `Authorization: Bearer <token>`, the token read from this file for every request.
+    BearerFile(PathBuf),
+}
+
+/// Flags shared by both endpoints, before validation.
+#[derive(Debug, Clone, Default)]
+pub struct AuthFlags {
+    /// Basic-auth user.
+    pub username: Option<String>,
+    /// File holding the basic-auth password.
+    pub password_file: Option<PathBuf>,
+    /// File holding a bearer token.
+    pub bearer_token_file: Option<PathBuf>,
+    /// PEM file of CA certificates to trust in addition to the system's.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// A base URL, its credentials and a client that trusts its CA.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// URL (for Prometheus the server root, for remote write the full write URL).
+    pub url: String,
+    /// Credentials.
+    pub auth: Auth,
+    /// The HTTP client (connection pool, TLS roots, timeout).
+    pub client: reqwest::Client,
+}
+
+impl Endpoint {
+    /// Validates the flags of the endpoint whose flags start with `--{flag_prefix}.`.
+    pub fn new(
+        flag_prefix: &str,
+        url: &str,
+        flags: &AuthFlags,
+        timeout: Duration,
+    ) -> anyhow::Result<Endpoint> {
+        let parsed =
+            reqwest::Url::parse(url).with_context(|| format!("{flag_prefix} URL {url:?}"))?;
+        anyhow::ensure!(
+            matches!(parsed.scheme(), "http" | "https"),
+            "{flag_prefix} URL {url:?} must be http:// or https://"
+        );
+        let auth = match (
+            &flags.username,
+            &flags.password_file,
+            &flags.bearer_token_file,
+        ) {
+            (None, None, None) => Auth::None,
+            (Some(user), pw, None) => Auth::Basic {
+                username: user.clone(),
+                password: match pw {
+                    Some(path) => read_secret(path)
+                        .with_context(|| format!("--{flag_prefix}.password-file"))?,
+                    None => String::new(),
+                },
+            },
+            (None, None, Some(path)) => {
+                read_secret(path).with_context(|| format!("--{flag_prefix}.bearer-token-file"))?;
+                Auth::BearerFile(path.clone())
+            }
+            (None, Some(_), _) => {
+                anyhow::bail!("--{flag_prefix}.password-file needs --{flag_prefix}.username")
+            }
+            (Some(_), _, Some(_)) => {
+                anyhow::bail!("--{flag_prefix}: use either basic auth or a bearer token, not both")
+            }
+        };
+        let mut builder = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .user_agent(concat!("greenpipe-estimator/", env!("CARGO_PKG_VERSION")));
+        if let Some(ca) = &flags.ca_file {
+            for cert in read_ca(ca).with_context(|| format!("--{flag_prefix}.ca-file"))? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        Ok(Endpoint {
+            url: url.trim_end_matches('/').to_string(),
+            auth,
+            client: builder.build().context("building the HTTP client")?,
+        })
+    }
+
+    /// Adds the credentials to a request.
+    pub fn authorise(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> anyhow::Result<reqwest::RequestBuilder> {
+        Ok(match &self.auth {
+            Auth::None => request,
+            Auth::Basic { username, password } => request.basic_auth(username, Some(password)),
+            Auth::BearerFile(path) => request.bearer_auth(read_secret(path)?),
+        })
+    }
+}
+
+fn read_secret(path: &Path) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let secret = text.trim().to_string();
+    anyhow::ensure!(!secret.is_empty(), "{} is empty", path.display());
+    Ok(secret)
+}
+
+fn read_ca(path: &Path) -> anyhow::Result<Vec<reqwest::Certificate>> {
+    let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .with_context(|| format!("{} is not a PEM certificate bundle", path.display()))?;
+    anyhow::ensure!(!certs.is_empty(), "{} holds no certificate", path.display());
+    Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags() -> AuthFlags {
+        AuthFlags::default()
+    }
+
+    #[test]
+    fn auth_variants_and_conflicts() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "s3cret\n").unwrap();
+        let t = Duration::from_secs(1);
+        let none = Endpoint::new("prometheus", "http://p:9090/", &flags(), t).unwrap();
+        assert_eq!(none.auth, Auth::None);
+        assert_eq!(none.url, "http://p:9090");
+        let bearer = AuthFlags {
+            bearer_token_file: Some(token.clone()),
+            ..flags()
+        };
+        let e = Endpoint::new("prometheus", "https://p", &bearer, t).unwrap();
+        assert_eq!(e.auth, Auth::BearerFile(token.clone()));
+        let basic = AuthFlags {
+            username: Some("u".into()),
+            password_file: Some(token.clone()),
+            ..flags()
+        };
+        let e = Endpoint::new("prometheus", "https://p", &basic, t).unwrap();
+        assert_eq!(
+            e.auth,
+            Auth::Basic {
+                username: "u".into(),
+                password: "s3cret".into()
+            }
+        );
+        let both = AuthFlags {
+            bearer_token_file: Some(token.clone()),
+            ..basic
+        };
+        let err = Endpoint::new("prometheus", "https://p", &both, t).unwrap_err();
+        assert!(format!("{err:#}").contains("not both"), "{err:#}");
+        let err = Endpoint::new("remote-write", "ftp://x", &flags(), t).unwrap_err();
+        assert!(format!("{err:#}").contains("http"), "{err:#}");
+        let bad_ca = AuthFlags {
+            ca_file: Some(token),
+            ..flags()
+        };
+        let err = Endpoint::new("prometheus", "https://p", &bad_ca, t).unwrap_err();
+        assert!(format!("{err:#}").contains("ca-file"), "{err:#}");
+    }
+}

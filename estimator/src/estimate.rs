@@ -1,0 +1,172 @@
+//! One tick, from read usage to the series to write: pick each node's model, predict, skip nodes
+//! whose inputs are missing or not finite (with a reason), attribute, and lay out the samples.
+
+use greenpipe_common::model::{ModelFile, NodeModel};
+use greenpipe_common::names::{component, estimate, label};
+
+use crate::attribution::{attribute, IdleSplit, Share};
+use crate::readout::{NodeUsage, Tick};
+use bytes::Bytes;
+
+use crate::remote_write::{Label, Sample, TimeSeries};
+
+/// Why a node got no estimate at a tick (the `reason` label of the skip counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// No model matches the node and the file has no default.
+    NoModel,
+    /// A feature the model needs was not read.
+    MissingFeature,
+    /// A feature the model needs is NaN or infinite.
+    NonFiniteFeature,
+    /// The model refused the input or predicted a non-finite value.
+    ModelError,
+}
+
+impl SkipReason {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::NoModel => "no_model",
+            SkipReason::MissingFeature => "missing_feature",
+            SkipReason::NonFiniteFeature => "non_finite_feature",
+            SkipReason::ModelError => "model_error",
+        }
+    }
+}
+
+/// A node's estimate at one tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeEstimate<'m> {
+    /// Node name.
+    pub node: String,
+    /// The model used.
+    pub model: &'m NodeModel,
+    /// Predicted node power, watts.
+    pub watts: f64,
+    /// Its idle part, watts.
+    pub idle_watts: f64,
+    /// The node's power-meter reading at the same tick, where it has one.
+    pub meter_watts: Option<f64>,
+    /// Shares of containers and `system` (last).
+    pub shares: Vec<Share>,
+}
+
+/// Predicts and attributes one node, or says why not.
+pub fn estimate_node<'m>(
+    models: &'m ModelFile,
+    usage: &NodeUsage,
+    split: IdleSplit,
+) -> Result<NodeEstimate<'m>, SkipReason> {
+    let model = models
+        .select(&usage.node, &usage.labels)
+        .ok_or(SkipReason::NoModel)?;
+    for f in model.required_features() {
+        match usage.features.get(f) {
+            None => return Err(SkipReason::MissingFeature),
+            Some(v) if !v.is_finite() => return Err(SkipReason::NonFiniteFeature),
+            Some(_) => {}
+        }
+    }
+    let watts = model
+        .predict(&usage.features)
+        .ok()
+        .filter(|w| w.is_finite())
+        .ok_or(SkipReason::ModelError)?;
+    Ok(NodeEstimate {
+        node: usage.node.clone(),
+        model,
+        watts,
+        idle_watts: model.idle_power_watts.min(watts),
+        meter_watts: usage.meter_watts.filter(|w| w.is_finite()),
+        shares: attribute(model, watts, usage, split),
+    })
+}
+
+/// Estimates of one tick, and the nodes skipped.
+#[derive(Debug, Default)]
+pub struct TickEstimates<'m> {
+    /// Tick time, ms.
+    pub timestamp_ms: i64,
+    /// Nodes estimated.
+    pub nodes: Vec<NodeEstimate<'m>>,
+    /// Nodes skipped, with the reason.
+    pub skipped: Vec<(String, SkipReason)>,
+}
+
+/// Estimates every node of a tick.
+pub fn estimate_tick<'m>(
+    models: &'m ModelFile,
+    tick: &Tick,
+    split: IdleSplit,
+) -> TickEstimates<'m> {
+    let mut out = TickEstimates {
+        timestamp_ms: tick.timestamp_ms,
+        ..Default::default()
+    };
+    for usage in &tick.nodes {
+        match estimate_node(models, usage, split) {
+            Ok(e) => out.nodes.push(e),
+            Err(reason) => out.skipped.push((usage.node.clone(), reason)),
+        }
+    }
+    out
+}
+
+/// The series of one tick: per node its power and idle power (and error against its meter), per
+/// container and `system` its idle and dynamic shares; one sample each, at the tick's time.
+pub fn tick_series(estimates: &TickEstimates<'_>) -> Vec<TimeSeries> {
+    let t = estimates.timestamp_ms;
+    let one = |labels: Vec<Label>, value: f64| {
+        let mut ts = TimeSeries::from_labels(labels);
+        ts.samples.push(Sample {
+            value,
+            timestamp: t,
+        });
+        ts
+    };
+    let stat = |s: &'static str| Bytes::from_static(s.as_bytes());
+    let (node_power, node_idle, node_error, container_power) = (
+        stat(estimate::NODE_POWER_WATTS),
+        stat(estimate::NODE_IDLE_POWER_WATTS),
+        stat(estimate::NODE_POWER_ERROR_WATTS),
+        stat(estimate::CONTAINER_POWER_WATTS),
+    );
+    let (idle, dynamic) = (stat(component::IDLE), stat(component::DYNAMIC));
+    let mut out = Vec::with_capacity(estimates.nodes.iter().map(|n| 3 + 2 * n.shares.len()).sum());
+    for e in &estimates.nodes {
+        let node = Bytes::copy_from_slice(e.node.as_bytes());
+        let model = Bytes::copy_from_slice(e.model.name.as_bytes());
+        // Labels in name order: __name__, component, container_id, model, node, pod_uid.
+        let node_labels = |name: &Bytes| {
+            vec![
+                Label::new("__name__", name.clone()),
+                Label::new(label::MODEL, model.clone()),
+                Label::new(label::NODE, node.clone()),
+            ]
+        };
+        out.push(one(node_labels(&node_power), e.watts));
+        out.push(one(node_labels(&node_idle), e.idle_watts));
+        if let Some(measured) = e.meter_watts {
+            out.push(one(node_labels(&node_error), e.watts - measured));
+        }
+        for s in &e.shares {
+            let id = Bytes::copy_from_slice(s.container_id.as_bytes());
+            let pod = Bytes::copy_from_slice(s.pod_uid.as_bytes());
+            for (part, watts) in [(&idle, s.idle_watts), (&dynamic, s.dynamic_watts)] {
+                out.push(one(
+                    vec![
+                        Label::new("__name__", container_power.clone()),
+                        Label::new(label::COMPONENT, part.clone()),
+                        Label::new(label::CONTAINER_ID, id.clone()),
+                        Label::new(label::MODEL, model.clone()),
+                        Label::new(label::NODE, node.clone()),
+                        Label::new(label::POD_UID, pod.clone()),
+                    ],
+                    watts,
+                ));
+            }
+        }
+    }
+    out
+}

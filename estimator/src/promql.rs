@@ -1,0 +1,320 @@
+//! A client for Prometheus' HTTP query API (`/api/v1/query_range`) and a decoder of its JSON
+//! answers that borrows label strings from the body instead of allocating a map per series: at
+//! fleet scale one answer holds hundreds of thousands of series, and decoding is most of the
+//! estimator's CPU time.
+//!
+//! Every read uses a range query, live ticks included (start = end): a range query evaluates the
+//! expression at `start + k*step`, so the estimator's aligned ticks and a later backfill of the
+//! same ticks see exactly the same evaluation times and give the same values.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use crate::endpoint::Endpoint;
+
+/// One series of a matrix answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RangeSeries<'a> {
+    /// Label pairs as Prometheus returned them.
+    pub labels: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    /// `(milliseconds, value)` in time order.
+    pub points: Vec<(i64, f64)>,
+}
+
+impl RangeSeries<'_> {
+    /// The value of a label, or `""` when absent (PromQL's convention).
+    pub fn label(&self, name: &str) -> &str {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_ref())
+            .unwrap_or("")
+    }
+}
+
+/// Decodes a `query_range` (matrix) or `query` (vector: one point per series) answer body.
+pub fn decode_matrix(body: &[u8]) -> anyhow::Result<Vec<RangeSeries<'_>>> {
+    #[derive(Deserialize)]
+    struct Answer<'a> {
+        status: Cow<'a, str>,
+        #[serde(borrow, default)]
+        data: Option<Data<'a>>,
+        #[serde(default, rename = "errorType")]
+        error_type: Option<String>,
+        #[serde(default)]
+        error: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct Data<'a> {
+        #[serde(rename = "resultType")]
+        result_type: Cow<'a, str>,
+        #[serde(borrow)]
+        result: Vec<RangeSeries<'a>>,
+    }
+    let answer: Answer = serde_json::from_slice(body).context("decoding the PromQL answer")?;
+    if answer.status != "success" {
+        anyhow::bail!(
+            "PromQL error ({}): {}",
+            answer.error_type.unwrap_or_default(),
+            answer.error.unwrap_or_default()
+        );
+    }
+    let data = answer.data.context("PromQL answer without data")?;
+    anyhow::ensure!(
+        data.result_type == "matrix" || data.result_type == "vector",
+        "expected a matrix or vector answer, got {}",
+        data.result_type
+    );
+    Ok(data.result)
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RangeSeries<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(SeriesVisitor(std::marker::PhantomData))
+    }
+}
+
+struct SeriesVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for SeriesVisitor<'a> {
+    type Value = RangeSeries<'a>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a matrix series {metric, values}")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+        let mut out = RangeSeries {
+            labels: Vec::new(),
+            points: Vec::new(),
+        };
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "metric" => out.labels = map.next_value::<Labels<'a>>()?.0,
+                "values" => out.points = map.next_value::<Points>()?.0,
+                "value" => out.points = vec![map.next_value::<Point>()?.0],
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+struct Labels<'a>(Vec<(Cow<'a, str>, Cow<'a, str>)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Labels<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Labels<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a label map")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                let mut labels = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some((k, v)) = map.next_entry::<BorrowedStr, BorrowedStr>()? {
+                    labels.push((k.0, v.0));
+                }
+                Ok(Labels(labels))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// A string borrowed from the body when it has no escapes.
+struct BorrowedStr<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = BorrowedStr<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(V(std::marker::PhantomData))
+    }
+}
+
+struct Point((i64, f64));
+
+impl<'de> Deserialize<'de> for Point {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (t, v) = <(f64, BorrowedStr)>::deserialize(d)?;
+        let value = parse_value(&v.0).map_err(de::Error::custom)?;
+        Ok(Point(((t * 1000.0).round() as i64, value)))
+    }
+}
+
+struct Points(Vec<(i64, f64)>);
+
+impl<'de> Deserialize<'de> for Points {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Points;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of [time, \"value\"] pairs")
+            }
+            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
+                let mut points = Vec::with_capacity(seq.size_hint().unwrap_or(1));
+                while let Some((t, v)) = seq.next_element::<(f64, BorrowedStr)>()? {
+                    let value = parse_value(&v.0).map_err(de::Error::custom)?;
+                    points.push(((t * 1000.0).round() as i64, value));
+                }
+                Ok(Points(points))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// Parses a sample value as Prometheus formats it (`"1.5"`, `"NaN"`, `"+Inf"`, `"-Inf"`).
+pub fn parse_value(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .map_err(|_| format!("sample value {text:?} is not a number"))
+}
+
+/// A Prometheus query API.
+#[derive(Debug, Clone)]
+pub struct Prometheus {
+    endpoint: Endpoint,
+}
+
+/// A raw answer body and how long the request took.
+#[derive(Debug)]
+pub struct Answer {
+    /// The JSON body.
+    pub body: Vec<u8>,
+    /// Request wall time.
+    pub elapsed: Duration,
+}
+
+impl Prometheus {
+    /// The API under `endpoint.url` (the server root, e.g. `http://prometheus:9090`).
+    pub fn new(endpoint: Endpoint) -> Prometheus {
+        Prometheus { endpoint }
+    }
+
+    /// `query_range` from `start` to `end` (ms, inclusive) every `step`. Returns the raw body, to
+    /// be decoded with [`decode_matrix`] (which borrows from it).
+    pub async fn query_range(
+        &self,
+        query: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step: Duration,
+    ) -> anyhow::Result<Answer> {
+        let form = [
+            ("query", query.to_string()),
+            ("start", format_seconds(start_ms)),
+            ("end", format_seconds(end_ms)),
+            ("step", format!("{}", step.as_secs_f64())),
+        ];
+        self.post("query_range", &form).await
+    }
+
+    /// Instant `query` at `time_ms`. Returns the raw body, to be decoded with [`decode_matrix`].
+    pub async fn query(&self, query: &str, time_ms: i64) -> anyhow::Result<Answer> {
+        let form = [
+            ("query", query.to_string()),
+            ("time", format_seconds(time_ms)),
+        ];
+        self.post("query", &form).await
+    }
+
+    async fn post(&self, api: &str, form: &[(&str, String)]) -> anyhow::Result<Answer> {
+        let started = Instant::now();
+        // POST: the queries are long and GET URLs have length limits in proxies.
+        let request = self
+            .endpoint
+            .client
+            .post(format!("{}/api/v1/{api}", self.endpoint.url))
+            .form(form);
+        let response = self
+            .endpoint
+            .authorise(request)?
+            .send()
+            .await
+            .with_context(|| format!("querying {}", self.endpoint.url))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .context("reading the PromQL answer")?;
+        if !status.is_success() {
+            // Prometheus answers 400/422 with a JSON error that names the problem.
+            let detail = match decode_matrix(&body) {
+                Err(e) if body.starts_with(b"{") => format!("{e:#}"),
+                _ => String::from_utf8_lossy(&body).chars().take(300).collect(),
+            };
+            anyhow::bail!("PromQL request answered HTTP {status}: {detail}");
+        }
+        Ok(Answer {
+            body: body.to_vec(),
+            elapsed: started.elapsed(),
+        })
+    }
+}
+
+/// Milliseconds as the seconds string the API expects (`1700000000.5`).
+pub fn format_seconds(ms: i64) -> String {
+    format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_a_matrix_with_special_values_and_escapes() {
+        let body = br#"{"status":"success","data":{"resultType":"matrix","result":[
+            {"metric":{"node":"a","feature":"cpu\"x"},"values":[[1700000000,"1.5"],[1700000001.25,"NaN"]]},
+            {"metric":{},"values":[[1700000002,"+Inf"],[1700000003,"-Inf"]]}]}}"#;
+        let m = decode_matrix(body).unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].label("node"), "a");
+        assert_eq!(m[0].label("feature"), "cpu\"x");
+        assert_eq!(m[0].label("absent"), "");
+        assert_eq!(m[0].points[0], (1_700_000_000_000, 1.5));
+        assert_eq!(m[0].points[1].0, 1_700_000_001_250);
+        assert!(m[0].points[1].1.is_nan());
+        assert_eq!(m[1].points[0].1, f64::INFINITY);
+        assert_eq!(m[1].points[1].1, f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let body = br#"{"status":"error","errorType":"bad_data","error":"parse error at char 3"}"#;
+        let err = decode_matrix(body).unwrap_err().to_string();
+        assert!(
+            err.contains("bad_data") && err.contains("parse error"),
+            "{err}"
+        );
+        let scalar = br#"{"status":"success","data":{"resultType":"scalar","result":[1, "2"]}}"#;
+        assert!(decode_matrix(scalar).is_err());
+        let vector = br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[2.5,"7"]}]}}"#;
+        assert_eq!(decode_matrix(vector).unwrap()[0].points, [(2500, 7.0)]);
+    }
+
+    #[test]
+    fn seconds_format() {
+        assert_eq!(format_seconds(1_700_000_000_500), "1700000000.500");
+        assert_eq!(format_seconds(1_000), "1.000");
+    }
+}

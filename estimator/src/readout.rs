@@ -1,0 +1,434 @@
+//! What the estimator reads each tick: a fixed set of PromQL queries (one for every node's
+//! features, one for every container's, one for node labels when model selectors use labels),
+//! whatever the fleet size and whatever the number of features, and their assembly into
+//! per-tick, per-node [`FeatureValues`].
+//!
+//! Each feature expression is tagged with a `feature` label by `label_replace` and the
+//! expressions are joined with `or`, so one request carries every feature.
+//!
+//! Staleness: counters go through `rate(x[window])`, which needs two samples inside the window and
+//! returns nothing for a series that stopped; gauges go through `last_over_time(x[window])` rather
+//! than a bare selector, whose 5-minute lookback would keep a vanished node's last value alive.
+//! Container series may come from several sources (`cgroup`, `bpf`, `perf`) measuring the same
+//! quantity: `max by` over the source keeps one of them instead of adding them up.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use greenpipe_common::features::{Feature, FeatureValues};
+use greenpipe_common::names::{container as c, label, meter, node as n};
+
+use crate::promql::RangeSeries;
+use crate::shard::Shard;
+
+/// Value of the `feature` label carrying a container's process count (not a model feature).
+pub const PROCESSES: &str = "processes";
+/// Value of the `feature` label carrying a node's power-meter reading (not a model feature).
+pub const METER_WATTS: &str = "meter_watts";
+
+/// Usage of one container (or of the `system` entry) at one tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerUsage {
+    /// Container id, or [`greenpipe_common::names::SYSTEM_CONTAINER`].
+    pub container_id: String,
+    /// Pod UID, empty when unknown.
+    pub pod_uid: String,
+    /// Raw feature values.
+    pub features: FeatureValues,
+    /// Processes in the container.
+    pub processes: Option<f64>,
+}
+
+/// Usage of one node and its containers at one tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeUsage {
+    /// Node name.
+    pub node: String,
+    /// Node labels used by model selectors.
+    pub labels: BTreeMap<String, String>,
+    /// Raw node-level feature values.
+    pub features: FeatureValues,
+    /// The node's power-meter reading, where it has one.
+    pub meter_watts: Option<f64>,
+    /// Containers seen on the node, in id order.
+    pub containers: Vec<ContainerUsage>,
+}
+
+/// Everything read for one tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tick {
+    /// Evaluation time, ms.
+    pub timestamp_ms: i64,
+    /// Nodes of this shard that had any data, in name order.
+    pub nodes: Vec<NodeUsage>,
+}
+
+/// The PromQL text of one tick's requests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuerySet {
+    /// Node features.
+    pub node: String,
+    /// Container features and process counts.
+    pub container: String,
+    /// Node labels (only when a model selector matches on labels).
+    pub node_labels: Option<String>,
+}
+
+const CONTAINER_KEYS: &str = "node, container_id, pod_uid";
+
+fn container_rate(metric: &str, w: &str) -> String {
+    format!("max by ({CONTAINER_KEYS}) (rate({metric}[{w}]))")
+}
+
+fn container_directional_rate(metric: &str, w: &str) -> String {
+    format!(
+        "sum by ({CONTAINER_KEYS}) (max by ({CONTAINER_KEYS}, {dir}) (rate({metric}[{w}])))",
+        dir = label::DIRECTION
+    )
+}
+
+/// The container-level expression of a feature.
+pub fn container_expr(f: Feature, w: &str) -> Option<String> {
+    Some(match f {
+        Feature::CpuSecondsPerSecond => container_rate(c::CPU_SECONDS_TOTAL, w),
+        Feature::CpuCyclesPerSecond => container_rate(c::CPU_CYCLES_TOTAL, w),
+        Feature::CpuInstructionsPerSecond => container_rate(c::CPU_INSTRUCTIONS_TOTAL, w),
+        Feature::CacheMissesPerSecond => container_rate(c::CACHE_MISSES_TOTAL, w),
+        Feature::PageCacheHitsPerSecond => container_rate(c::PAGE_CACHE_HITS_TOTAL, w),
+        Feature::NetworkBytesPerSecond => container_directional_rate(c::NETWORK_BYTES_TOTAL, w),
+        Feature::DiskBytesPerSecond => container_directional_rate(c::DISK_BYTES_TOTAL, w),
+        Feature::MemoryUsedBytes => {
+            format!(
+                "max by ({CONTAINER_KEYS}) (last_over_time({}[{w}]))",
+                c::MEMORY_BYTES
+            )
+        }
+        Feature::CpuFrequencyHertz => return None,
+    })
+}
+
+/// The node-level expression of a feature. Hardware counters and page-cache hits exist per
+/// container only (the exporter's `system` entry covers the host), so the node value is the sum
+/// over its containers.
+pub fn node_expr(f: Feature, w: &str) -> String {
+    let sum_of_containers = |f| {
+        format!(
+            "sum by (node) ({})",
+            container_expr(f, w).expect("per-container feature")
+        )
+    };
+    match f {
+        Feature::CpuSecondsPerSecond => format!(
+            // guest time is already inside user time in /proc/stat.
+            "sum by (node) (rate({}{{mode!~\"idle|iowait|steal|guest|guest_nice\"}}[{w}]))",
+            n::CPU_SECONDS_TOTAL
+        ),
+        Feature::CpuCyclesPerSecond
+        | Feature::CpuInstructionsPerSecond
+        | Feature::CacheMissesPerSecond
+        | Feature::PageCacheHitsPerSecond => sum_of_containers(f),
+        Feature::NetworkBytesPerSecond => format!(
+            "sum by (node) (rate({}{{device!=\"lo\"}}[{w}]))",
+            n::NETWORK_BYTES_TOTAL
+        ),
+        Feature::DiskBytesPerSecond => {
+            format!("sum by (node) (rate({}[{w}]))", n::DISK_BYTES_TOTAL)
+        }
+        Feature::MemoryUsedBytes => format!(
+            "sum by (node) (last_over_time({}{{state=\"used\"}}[{w}]))",
+            n::MEMORY_BYTES
+        ),
+        Feature::CpuFrequencyHertz => format!(
+            "avg by (node) (last_over_time({}[{w}]))",
+            n::CPU_FREQUENCY_HERTZ
+        ),
+    }
+}
+
+fn tagged(expr: &str, feature: &str) -> String {
+    format!(
+        "label_replace({expr}, \"{}\", \"{feature}\", \"\", \"\")",
+        label::FEATURE
+    )
+}
+
+impl QuerySet {
+    /// Queries for `node_features` (node level) and `container_features` (container level, plus
+    /// process counts), with counters' rates over `window`; `label_keys` are the node labels
+    /// model selectors match on.
+    pub fn new(
+        node_features: &[Feature],
+        container_features: &[Feature],
+        window: Duration,
+        label_keys: &[String],
+    ) -> QuerySet {
+        let w = format!("{}ms", window.as_millis());
+        // A node with several meters (e.g. a USB meter and a smart plug) is measured by each:
+        // `max` keeps one reading instead of adding them up.
+        let meter = tagged(
+            &format!(
+                "max by (node) (last_over_time({}[{w}]))",
+                meter::POWER_WATTS
+            ),
+            METER_WATTS,
+        );
+        let node = node_features
+            .iter()
+            .map(|f| tagged(&node_expr(*f, &w), f.column()))
+            .chain(std::iter::once(meter))
+            .collect::<Vec<_>>()
+            .join(" or ");
+        let container = container_features
+            .iter()
+            .filter_map(|f| Some(tagged(&container_expr(*f, &w)?, f.column())))
+            .chain(std::iter::once(tagged(
+                &format!(
+                    "max by ({CONTAINER_KEYS}) (last_over_time({}[{w}]))",
+                    c::PROCESSES
+                ),
+                PROCESSES,
+            )))
+            .collect::<Vec<_>>()
+            .join(" or ");
+        let node_labels = (!label_keys.is_empty()).then(|| {
+            format!(
+                "max by (node, {}) (last_over_time({}[{w}]))",
+                label_keys.join(", "),
+                n::CPUS
+            )
+        });
+        QuerySet {
+            node,
+            container,
+            node_labels,
+        }
+    }
+}
+
+/// A container's features and process count per tick slot (`None`: no data at that tick).
+type ContainerSlots = Vec<Option<(FeatureValues, Option<f64>)>>;
+
+#[derive(Default)]
+struct NodeAcc<'a> {
+    labels: BTreeMap<String, String>,
+    features: Vec<Option<FeatureValues>>,
+    meter: Vec<Option<f64>>,
+    // Keys borrow from the answer body: no allocation per series.
+    containers: HashMap<(&'a str, &'a str), ContainerSlots>,
+}
+
+/// Turns the answers of one range query set into per-tick data, keeping only this shard's nodes.
+/// `ticks` are the evaluation times (ms, ascending, evenly spaced by `step_ms`).
+pub fn assemble<'a>(
+    start_ms: i64,
+    step_ms: i64,
+    tick_count: usize,
+    node: &'a [RangeSeries<'a>],
+    container: &'a [RangeSeries<'a>],
+    node_labels: &[RangeSeries<'_>],
+    shard: Shard,
+) -> Vec<Tick> {
+    let slot = |t: i64| -> Option<usize> {
+        let d = t - start_ms;
+        (d >= 0 && d % step_ms == 0 && ((d / step_ms) as usize) < tick_count)
+            .then_some((d / step_ms) as usize)
+    };
+    let mut nodes: HashMap<&str, NodeAcc> = HashMap::new();
+    let acc = |name: &'a str| -> Option<&'a str> { shard.owns(name).then_some(name) };
+    for s in node {
+        let Some(name) = acc(s.label(label::NODE)) else {
+            continue;
+        };
+        let tag = s.label(label::FEATURE);
+        let entry = nodes.entry(name).or_default();
+        if tag == METER_WATTS {
+            entry.meter.resize(tick_count, None);
+            for &(t, v) in &s.points {
+                if let Some(i) = slot(t) {
+                    entry.meter[i] = Some(v);
+                }
+            }
+            continue;
+        }
+        let Some(feature) = Feature::from_column(tag) else {
+            continue;
+        };
+        entry.features.resize(tick_count, None);
+        for &(t, v) in &s.points {
+            if let Some(i) = slot(t) {
+                entry.features[i]
+                    .get_or_insert_with(FeatureValues::default)
+                    .set(feature, Some(v));
+            }
+        }
+    }
+    for s in container {
+        let Some(name) = acc(s.label(label::NODE)) else {
+            continue;
+        };
+        let tag = s.label(label::FEATURE);
+        let feature = Feature::from_column(tag);
+        if feature.is_none() && tag != PROCESSES {
+            continue;
+        }
+        let key = (s.label(label::CONTAINER_ID), s.label(label::POD_UID));
+        let entry = nodes.entry(name).or_default();
+        let slots = entry.containers.entry(key).or_default();
+        slots.resize(tick_count, None);
+        for &(t, v) in &s.points {
+            if let Some(i) = slot(t) {
+                let (values, processes) = slots[i].get_or_insert_with(Default::default);
+                match feature {
+                    Some(f) => values.set(f, Some(v)),
+                    None => *processes = Some(v),
+                }
+            }
+        }
+    }
+    for s in node_labels {
+        if let Some(entry) = nodes.get_mut(s.label(label::NODE)) {
+            entry.labels = s
+                .labels
+                .iter()
+                .filter(|(k, _)| k != label::NODE)
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        }
+    }
+    let mut names: Vec<&str> = nodes.keys().copied().collect();
+    names.sort_unstable();
+    (0..tick_count)
+        .map(|i| Tick {
+            timestamp_ms: start_ms + i as i64 * step_ms,
+            nodes: names
+                .iter()
+                .filter_map(|name| {
+                    let acc = &nodes[name];
+                    let node_features = acc.features.get(i).copied().flatten();
+                    let mut containers: Vec<ContainerUsage> = acc
+                        .containers
+                        .iter()
+                        .filter_map(|((id, pod), slots)| {
+                            let (features, processes) = slots.get(i).copied().flatten()?;
+                            Some(ContainerUsage {
+                                container_id: id.to_string(),
+                                pod_uid: pod.to_string(),
+                                features,
+                                processes,
+                            })
+                        })
+                        .collect();
+                    if node_features.is_none() && containers.is_empty() {
+                        return None;
+                    }
+                    containers.sort_unstable_by(|a, b| {
+                        (&a.container_id, &a.pod_uid).cmp(&(&b.container_id, &b.pod_uid))
+                    });
+                    Some(NodeUsage {
+                        node: name.to_string(),
+                        labels: acc.labels.clone(),
+                        features: node_features.unwrap_or_default(),
+                        meter_watts: acc.meter.get(i).copied().flatten(),
+                        containers,
+                    })
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    fn series<'a>(labels: &[(&'a str, &'a str)], points: &[(i64, f64)]) -> RangeSeries<'a> {
+        RangeSeries {
+            labels: labels
+                .iter()
+                .map(|(k, v)| (Cow::Borrowed(*k), Cow::Borrowed(*v)))
+                .collect(),
+            points: points.to_vec(),
+        }
+    }
+
+    #[test]
+    fn one_query_per_level_whatever_the_feature_count() {
+        let q = QuerySet::new(&Feature::ALL, &Feature::ALL, Duration::from_secs(5), &[]);
+        // Every feature plus the meter reading.
+        assert_eq!(q.node.matches(" or ").count(), Feature::ALL.len());
+        // Frequency is node-level only; processes are added.
+        assert_eq!(q.container.matches(" or ").count(), Feature::ALL.len() - 1);
+        assert!(q
+            .node
+            .contains("rate(greenpipe_node_cpu_seconds_total{mode!~"));
+        assert!(q.container.contains("\"processes\""));
+        assert!(q.node_labels.is_none());
+        let q = QuerySet::new(&[], &[], Duration::from_secs(5), &["board".into()]);
+        assert!(q.node.contains("greenpipe_meter_power_watts"));
+        assert!(q.node_labels.unwrap().contains("max by (node, board)"));
+    }
+
+    #[test]
+    fn assembles_ticks_nodes_and_containers() {
+        let node = vec![
+            series(
+                &[("node", "a"), ("feature", "cpu_seconds_per_second")],
+                &[(1000, 1.0), (2000, 2.0)],
+            ),
+            series(
+                &[("node", "b"), ("feature", "cpu_seconds_per_second")],
+                &[(2000, 3.0), (2500, 9.0)],
+            ),
+            series(&[("node", "b"), ("feature", "unknown")], &[(2000, 3.0)]),
+            series(&[("node", "a"), ("feature", "meter_watts")], &[(2000, 4.5)]),
+        ];
+        let container = vec![
+            series(
+                &[
+                    ("node", "a"),
+                    ("container_id", "c1"),
+                    ("pod_uid", "p"),
+                    ("feature", "cpu_seconds_per_second"),
+                ],
+                &[(1000, 0.5)],
+            ),
+            series(
+                &[
+                    ("node", "a"),
+                    ("container_id", "c1"),
+                    ("pod_uid", "p"),
+                    ("feature", "processes"),
+                ],
+                &[(1000, 3.0), (2000, 4.0)],
+            ),
+        ];
+        let labels = vec![series(&[("node", "a"), ("board", "rpi4")], &[(1000, 4.0)])];
+        let ticks = assemble(1000, 1000, 2, &node, &container, &labels, Shard::ALL);
+        assert_eq!(ticks.len(), 2);
+        assert_eq!(ticks[0].nodes.len(), 1, "b has no data at the first tick");
+        let a0 = &ticks[0].nodes[0];
+        assert_eq!(a0.node, "a");
+        assert_eq!(a0.labels["board"], "rpi4");
+        assert_eq!(a0.features.get(Feature::CpuSecondsPerSecond), Some(1.0));
+        assert_eq!(
+            a0.containers[0].features.get(Feature::CpuSecondsPerSecond),
+            Some(0.5)
+        );
+        assert_eq!(a0.containers[0].processes, Some(3.0));
+        let t1: Vec<&str> = ticks[1].nodes.iter().map(|n| n.node.as_str()).collect();
+        assert_eq!(t1, ["a", "b"]);
+        assert_eq!(ticks[0].nodes[0].meter_watts, None);
+        assert_eq!(ticks[1].nodes[0].meter_watts, Some(4.5));
+        assert_eq!(
+            ticks[1].nodes[0].containers[0]
+                .features
+                .get(Feature::CpuSecondsPerSecond),
+            None
+        );
+        assert_eq!(
+            ticks[1].nodes[1].features.get(Feature::CpuSecondsPerSecond),
+            Some(3.0)
+        );
+    }
+}

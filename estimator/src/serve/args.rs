@@ -1,0 +1,202 @@
+//! Flags of `serve`, validated into a [`Config`]. Flag names follow Prometheus' style
+//! (`--web.listen-address`, `--remote-write.*`).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::pipeline::PipelineConfig;
+use crate::attribution::IdleSplit;
+use crate::endpoint::{AuthFlags, Endpoint};
+use crate::models;
+use crate::remote_write::{BatchLimits, RetryPolicy};
+use crate::shard::Shard;
+
+/// `greenpipe-estimator serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Prometheus to read the exporters' metrics from (server root, e.g. http://prometheus:9090).
+    #[arg(long = "prometheus-url", env = "GREENPIPE_PROMETHEUS_URL")]
+    pub prometheus_url: String,
+    /// Basic-auth user towards Prometheus.
+    #[arg(long = "prometheus.username")]
+    pub prometheus_username: Option<String>,
+    /// File holding the basic-auth password towards Prometheus.
+    #[arg(long = "prometheus.password-file")]
+    pub prometheus_password_file: Option<PathBuf>,
+    /// File holding a bearer token for Prometheus (read again for every request).
+    #[arg(long = "prometheus.bearer-token-file")]
+    pub prometheus_bearer_token_file: Option<PathBuf>,
+    /// PEM CA bundle to trust for Prometheus' TLS certificate (in addition to the system's).
+    #[arg(long = "prometheus.ca-file")]
+    pub prometheus_ca_file: Option<PathBuf>,
+
+    /// Remote-write receiver (full URL, e.g. http://prometheus:9090/api/v1/write).
+    #[arg(long = "remote-write-url", env = "GREENPIPE_REMOTE_WRITE_URL")]
+    pub remote_write_url: String,
+    /// Basic-auth user towards the receiver.
+    #[arg(long = "remote-write.username")]
+    pub remote_write_username: Option<String>,
+    /// File holding the basic-auth password towards the receiver.
+    #[arg(long = "remote-write.password-file")]
+    pub remote_write_password_file: Option<PathBuf>,
+    /// File holding a bearer token for the receiver (read again for every request).
+    #[arg(long = "remote-write.bearer-token-file")]
+    pub remote_write_bearer_token_file: Option<PathBuf>,
+    /// PEM CA bundle to trust for the receiver's TLS certificate.
+    #[arg(long = "remote-write.ca-file")]
+    pub remote_write_ca_file: Option<PathBuf>,
+    /// Largest number of samples in one remote-write request.
+    #[arg(long = "remote-write.max-samples-per-request", default_value_t = 2000)]
+    pub max_samples_per_request: usize,
+    /// Largest uncompressed protobuf size of one remote-write request, bytes.
+    #[arg(long = "remote-write.max-bytes-per-request", default_value_t = 1 << 20)]
+    pub max_bytes_per_request: usize,
+    /// First wait before retrying a failed remote write.
+    #[arg(long = "remote-write.min-backoff", default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub min_backoff: Duration,
+    /// Longest wait between retries of a failed remote write.
+    #[arg(long = "remote-write.max-backoff", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub max_backoff: Duration,
+
+    /// Query API where the estimator's own output can be read back, to resume after an outage
+    /// [default: --prometheus-url, with its credentials]. Set it when the receiver is not that
+    /// Prometheus (e.g. VictoriaMetrics: http://victoria-metrics:8428).
+    #[arg(long = "progress-url")]
+    pub progress_url: Option<String>,
+
+    /// Model file written by `train` [default: the bundled uncalibrated profile].
+    #[arg(long)]
+    pub models: Option<PathBuf>,
+    /// Time between ticks; tick times are multiples of it since the Unix epoch.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+    /// Window of `rate()` over the exporters' counters; at least two scrape intervals.
+    #[arg(long = "rate-window", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub rate_window: Duration,
+    /// How long after a tick it is evaluated, so the scrapes it needs have been ingested.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub delay: Duration,
+    /// This replica's share of the fleet, `i/n` (nodes by hash of their name).
+    #[arg(long, default_value = "0/1")]
+    pub shard: Shard,
+    /// How idle power is split over containers.
+    #[arg(long = "idle-split", value_enum, default_value_t = IdleSplit::Processes)]
+    pub idle_split: IdleSplit,
+    /// Oldest missed tick to backfill after an outage. Prometheus refuses remote-written samples
+    /// more than about an hour older than its newest ones (out of bounds), so keep it at 1h there.
+    #[arg(long = "backfill.max-age", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub backfill_max_age: Duration,
+    /// Most ticks read by one range query while catching up.
+    #[arg(long = "backfill.max-ticks-per-query", default_value_t = 60)]
+    pub backfill_max_ticks: usize,
+    /// Timeout of one HTTP request.
+    #[arg(long = "http.timeout", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub http_timeout: Duration,
+    /// Address of the self-metrics endpoint.
+    #[arg(long = "web.listen-address", default_value = ":9911")]
+    pub listen_address: String,
+}
+
+/// Validated configuration.
+#[derive(Debug)]
+pub struct Config {
+    /// Self-metrics address.
+    pub listen: SocketAddr,
+    /// Everything the loop needs.
+    pub pipeline: PipelineConfig,
+}
+
+impl ServeArgs {
+    /// Checks the flags, loads the model file and builds the HTTP clients.
+    pub fn into_config(self) -> anyhow::Result<Config> {
+        anyhow::ensure!(
+            self.interval >= Duration::from_millis(10),
+            "--interval {:?} is too short",
+            self.interval
+        );
+        anyhow::ensure!(
+            self.interval.as_millis() as u64 as f64 * 1e-3 == self.interval.as_secs_f64(),
+            "--interval must be a whole number of milliseconds"
+        );
+        anyhow::ensure!(
+            self.rate_window >= self.interval,
+            "--rate-window {:?} is shorter than --interval",
+            self.rate_window
+        );
+        anyhow::ensure!(
+            self.backfill_max_ticks >= 1,
+            "--backfill.max-ticks-per-query must be >= 1"
+        );
+        anyhow::ensure!(
+            self.max_samples_per_request >= 1,
+            "--remote-write.max-samples-per-request must be >= 1"
+        );
+        let prometheus_auth = AuthFlags {
+            username: self.prometheus_username,
+            password_file: self.prometheus_password_file,
+            bearer_token_file: self.prometheus_bearer_token_file,
+            ca_file: self.prometheus_ca_file,
+        };
+        let prometheus = Endpoint::new(
+            "prometheus",
+            &self.prometheus_url,
+            &prometheus_auth,
+            self.http_timeout,
+        )?;
+        let progress = match &self.progress_url {
+            Some(url) => Endpoint::new("progress-url", url, &prometheus_auth, self.http_timeout)?,
+            None => prometheus.clone(),
+        };
+        let remote_write = Endpoint::new(
+            "remote-write",
+            &self.remote_write_url,
+            &AuthFlags {
+                username: self.remote_write_username,
+                password_file: self.remote_write_password_file,
+                bearer_token_file: self.remote_write_bearer_token_file,
+                ca_file: self.remote_write_ca_file,
+            },
+            self.http_timeout,
+        )?;
+        let models = models::load(self.models.as_deref())?;
+        Ok(Config {
+            listen: parse_listen_address(&self.listen_address)?,
+            pipeline: PipelineConfig {
+                prometheus,
+                progress,
+                remote_write,
+                models,
+                interval: self.interval,
+                rate_window: self.rate_window,
+                delay: self.delay,
+                shard: self.shard,
+                idle_split: self.idle_split,
+                backfill_max_age: self.backfill_max_age,
+                backfill_max_ticks: self.backfill_max_ticks,
+                batch: BatchLimits {
+                    max_samples: self.max_samples_per_request,
+                    max_bytes: self.max_bytes_per_request,
+                },
+                retry: RetryPolicy {
+                    min_backoff: self.min_backoff,
+                    max_backoff: self.max_backoff.max(self.min_backoff),
+                },
+            },
+        })
+    }
+}
+
+/// Accepts `:9911` (all interfaces), `host:port` and `[v6]:port`.
+fn parse_listen_address(text: &str) -> anyhow::Result<SocketAddr> {
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_string(),
+    };
+    full.to_socket_addrs()
+        .with_context(|| format!("--web.listen-address {text:?}"))?
+        .next()
+        .with_context(|| format!("--web.listen-address {text:?} resolves to nothing"))
+}

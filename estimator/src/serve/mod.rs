@@ -1,0 +1,59 @@
+//! `greenpipe-estimator serve`: the online loop. Every tick it reads the fleet's usage through a
+//! fixed set of PromQL range queries, predicts each node's power with its model, splits it over
+//! containers and writes everything back with remote write.
+//!
+//! It keeps no state on disk: where it left off is read back from its own output (a marker series
+//! written last for every tick), and missed ticks are recomputed from the source data.
+
+mod args;
+mod pipeline;
+
+pub use args::ServeArgs;
+pub use pipeline::{align_down, Pipeline, PipelineConfig};
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use tracing::info;
+
+use crate::telemetry::Telemetry;
+
+/// Runs `serve` until SIGTERM or Ctrl-C.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let telemetry = Arc::new(Telemetry::new());
+        let config = args.into_config()?;
+        let listen = config.listen;
+        let pipeline = Pipeline::new(config.pipeline, telemetry.clone())?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        info!(address = %listener.local_addr()?, "serving self metrics");
+        let server = axum::serve(listener, crate::http::app(telemetry));
+        tokio::select! {
+            r = server => r.context("HTTP server")?,
+            r = pipeline.run() => r?,
+            _ = shutdown_signal() => info!("shutting down"),
+        }
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {},
+                _ = term.recv() => {},
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! The tick loop: resume, read, estimate, write, advance.
+//!
+//! Ticks are multiples of `--interval` since the Unix epoch and every sample carries its tick's
+//! time, so a tick computed twice yields the same samples. Ticks are written strictly in order and
+//! each tick ends with its marker series, which is how a restarted estimator finds where it left
+//! off. A tick interrupted half-way is redone from the start: the samples it had already written
+//! are sent again with the same timestamp and value, which Prometheus accepts (only a different
+//! value at the same timestamp, or an older timestamp, is refused).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use greenpipe_common::model::ModelFile;
+use greenpipe_common::names::{estimate, label};
+use tracing::{info, warn};
+
+use crate::attribution::IdleSplit;
+use crate::endpoint::Endpoint;
+use crate::estimate::{estimate_tick, tick_series};
+use crate::models;
+use crate::promql::{decode_matrix, Answer, Prometheus};
+use crate::readout::{assemble, QuerySet, Tick};
+use crate::remote_write::{BatchLimits, RetryPolicy, Sample, Sender, TimeSeries};
+use crate::shard::Shard;
+use crate::telemetry::Telemetry;
+
+/// What the loop needs (built from the flags by `ServeArgs::into_config`).
+#[derive(Debug)]
+pub struct PipelineConfig {
+    /// Source of the exporters' metrics.
+    pub prometheus: Endpoint,
+    /// Where the estimator's own output can be queried.
+    pub progress: Endpoint,
+    /// Remote-write receiver.
+    pub remote_write: Endpoint,
+    /// Models.
+    pub models: ModelFile,
+    /// Tick spacing.
+    pub interval: Duration,
+    /// `rate()` window.
+    pub rate_window: Duration,
+    /// Evaluation delay after a tick.
+    pub delay: Duration,
+    /// This replica's nodes.
+    pub shard: Shard,
+    /// Idle split.
+    pub idle_split: IdleSplit,
+    /// Oldest tick to backfill.
+    pub backfill_max_age: Duration,
+    /// Ticks per range query.
+    pub backfill_max_ticks: usize,
+    /// Remote-write request limits.
+    pub batch: BatchLimits,
+    /// Remote-write retries.
+    pub retry: RetryPolicy,
+}
+
+/// The running loop.
+pub struct Pipeline {
+    config: PipelineConfig,
+    queries: QuerySet,
+    source: Prometheus,
+    progress: Prometheus,
+    sender: Sender,
+    telemetry: Arc<Telemetry>,
+}
+
+/// `t` rounded down to a multiple of `step` (ms).
+pub fn align_down(t_ms: i64, step_ms: i64) -> i64 {
+    t_ms.div_euclid(step_ms) * step_ms
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Pipeline {
+    /// Prepares the queries and clients.
+    pub fn new(config: PipelineConfig, telemetry: Arc<Telemetry>) -> anyhow::Result<Pipeline> {
+        let (node_features, container_features) = models::features_to_read(&config.models);
+        let queries = QuerySet::new(
+            &node_features,
+            &container_features,
+            config.rate_window,
+            &models::selector_label_keys(&config.models),
+        );
+        for m in &config.models.models {
+            telemetry
+                .models_loaded
+                .with_label_values(&[&m.name])
+                .set(1.0);
+        }
+        info!(
+            models = ?config.models.models.iter().map(|m| &m.name).collect::<Vec<_>>(),
+            ?node_features,
+            ?container_features,
+            shard = %config.shard,
+            "estimator ready"
+        );
+        Ok(Pipeline {
+            source: Prometheus::new(config.prometheus.clone()),
+            progress: Prometheus::new(config.progress.clone()),
+            sender: Sender::new(
+                config.remote_write.clone(),
+                config.batch,
+                config.retry,
+                telemetry.clone(),
+            ),
+            queries,
+            config,
+            telemetry,
+        })
+    }
+
+    fn step_ms(&self) -> i64 {
+        self.config.interval.as_millis() as i64
+    }
+
+    /// The newest tick whose data should be complete now.
+    fn ready_tick(&self) -> i64 {
+        align_down(
+            now_ms() - self.config.delay.as_millis() as i64,
+            self.step_ms(),
+        )
+    }
+
+    /// Runs until the future is dropped. Nothing here is fatal: failed queries are retried with
+    /// backoff, failed writes inside the sender (bad configuration was refused at start).
+    pub async fn run(self) -> anyhow::Result<()> {
+        let step = self.step_ms();
+        let mut next: Option<i64> = None;
+        let mut failures = 0u32;
+        loop {
+            let next_tick = match next {
+                Some(t) => t,
+                None => match self.resume_point().await {
+                    Ok(Some(last)) => {
+                        info!(last_tick_ms = last, "resuming after the last tick written");
+                        last + step
+                    }
+                    Ok(None) => {
+                        let t = self.ready_tick();
+                        info!(first_tick_ms = t, "no earlier output found; starting live");
+                        t
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        self.backoff("finding where the estimator left off", &e, failures)
+                            .await;
+                        continue;
+                    }
+                },
+            };
+            let ready = self.ready_tick();
+            let horizon = align_down(
+                now_ms() - self.config.backfill_max_age.as_millis() as i64,
+                step,
+            ) + step;
+            let first = if next_tick < horizon {
+                let lost = (horizon - next_tick) / step;
+                warn!(
+                    ticks = lost,
+                    "ticks older than --backfill.max-age are given up"
+                );
+                self.telemetry.ticks_abandoned.inc_by(lost as u64);
+                horizon
+            } else {
+                next_tick
+            };
+            if first > ready {
+                let wait_ms = first + self.config.delay.as_millis() as i64 - now_ms();
+                tokio::time::sleep(Duration::from_millis(wait_ms.clamp(1, 60_000) as u64)).await;
+                next = Some(first);
+                continue;
+            }
+            let last = ready.min(first + (self.config.backfill_max_ticks as i64 - 1) * step);
+            match self.process(first, last, ready).await {
+                Ok(()) => {
+                    failures = 0;
+                    next = Some(last + step);
+                }
+                Err(e) => {
+                    failures += 1;
+                    next = Some(first);
+                    self.backoff("reading the fleet's usage", &e, failures)
+                        .await;
+                }
+            }
+        }
+    }
+
+    async fn backoff(&self, what: &str, e: &anyhow::Error, failures: u32) {
+        let wait = self.config.retry.backoff(failures.saturating_sub(1));
+        warn!(error = %format!("{e:#}"), ?wait, "{what} failed; retrying");
+        tokio::time::sleep(wait).await;
+    }
+
+    /// Reads ticks `first..=last`, then estimates and writes them one by one, in order.
+    async fn process(&self, first: i64, last: i64, ready: i64) -> anyhow::Result<()> {
+        let step = self.step_ms();
+        let ticks = self.read(first, last).await?;
+        for tick in &ticks {
+            let estimates = estimate_tick(&self.config.models, tick, self.config.idle_split);
+            for (node, reason) in &estimates.skipped {
+                tracing::debug!(node, reason = reason.as_str(), "node skipped");
+                self.telemetry
+                    .nodes_skipped
+                    .with_label_values(&[reason.as_str()])
+                    .inc();
+            }
+            let mut series = tick_series(&estimates);
+            series.push(self.marker(tick.timestamp_ms));
+            self.sender.send(series).await;
+            self.telemetry.ticks.inc();
+            if tick.timestamp_ms < ready {
+                self.telemetry.ticks_backfilled.inc();
+            }
+            self.telemetry
+                .nodes_estimated
+                .set(estimates.nodes.len() as i64);
+            let t = tick.timestamp_ms as f64 / 1000.0;
+            self.telemetry.last_tick.set(t);
+            self.telemetry.lag_seconds.set(now_ms() as f64 / 1000.0 - t);
+        }
+        debug_assert_eq!(ticks.len() as i64, (last - first) / step + 1);
+        Ok(())
+    }
+
+    /// The marker series of a tick: its own time as the value.
+    fn marker(&self, t_ms: i64) -> TimeSeries {
+        let shard = self.config.shard.to_string();
+        let mut ts = TimeSeries::new(estimate::TICK_TIMESTAMP_SECONDS, &[(label::SHARD, &shard)]);
+        ts.samples.push(Sample {
+            value: t_ms as f64 / 1000.0,
+            timestamp: t_ms,
+        });
+        ts
+    }
+
+    /// Runs the tick queries over `first..=last` and assembles them.
+    pub async fn read(&self, first: i64, last: i64) -> anyhow::Result<Vec<Tick>> {
+        let step = self.config.interval;
+        let q = &self.queries;
+        let labels = async {
+            match &q.node_labels {
+                Some(query) => self
+                    .query_source("node_labels", query, first, last)
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            }
+        };
+        let (node, container, labels) = tokio::try_join!(
+            self.query_source("node_features", &q.node, first, last),
+            self.query_source("container_features", &q.container, first, last),
+            labels,
+        )?;
+        let node = decode_matrix(&node)?;
+        let container = decode_matrix(&container)?;
+        let labels = match &labels {
+            Some(body) => decode_matrix(body)?,
+            None => Vec::new(),
+        };
+        let count = ((last - first) / step.as_millis() as i64 + 1) as usize;
+        Ok(assemble(
+            first,
+            step.as_millis() as i64,
+            count,
+            &node,
+            &container,
+            &labels,
+            self.config.shard,
+        ))
+    }
+
+    async fn query_source(
+        &self,
+        name: &str,
+        query: &str,
+        first: i64,
+        last: i64,
+    ) -> anyhow::Result<Vec<u8>> {
+        self.query(&self.source, name, query, first, last).await
+    }
+
+    async fn query(
+        &self,
+        api: &Prometheus,
+        name: &str,
+        query: &str,
+        first: i64,
+        last: i64,
+    ) -> anyhow::Result<Vec<u8>> {
+        let result = api
+            .query_range(query, first, last, self.config.interval)
+            .await;
+        self.account(name, result)
+    }
+
+    fn account(&self, name: &str, result: anyhow::Result<Answer>) -> anyhow::Result<Vec<u8>> {
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        self.telemetry
+            .queries
+            .with_label_values(&[name, outcome])
+            .inc();
+        let answer = result.map_err(|e| e.context(format!("query {name}")))?;
+        self.telemetry
+            .query_duration
+            .with_label_values(&[name])
+            .observe(answer.elapsed.as_secs_f64());
+        Ok(answer.body)
+    }
+
+    /// The last tick this shard wrote, from its marker series within the backfill horizon.
+    async fn resume_point(&self) -> anyhow::Result<Option<i64>> {
+        let window_s = self.config.backfill_max_age.as_secs().max(1);
+        let query = format!(
+            "max(max_over_time({}{{{}=\"{}\"}}[{window_s}s]))",
+            estimate::TICK_TIMESTAMP_SECONDS,
+            label::SHARD,
+            self.config.shard
+        );
+        // An instant query: VictoriaMetrics answers a one-point range query at "now" with nothing.
+        let body = self.account("progress", self.progress.query(&query, now_ms()).await)?;
+        let matrix = decode_matrix(&body)?;
+        Ok(matrix
+            .first()
+            .and_then(|s| s.points.last())
+            .map(|&(_, v)| (v * 1000.0).round() as i64)
+            .filter(|t| *t > 0))
+    }
+}
