@@ -11,6 +11,7 @@ packages=(
   stress-ng                       # real load in tests and benches
   iproute2 procps curl jq python3 python3-venv
   openssl                         # test PKI for the estimator's TLS test
+  fonts-dejavu-core               # text in the PNG plots of train/validate/crossval reports
 )
 missing=()
 for p in "${packages[@]}"; do

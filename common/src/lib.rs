@@ -9,3 +9,4 @@
 pub mod features;
 pub mod model;
 pub mod names;
+pub mod trace;

@@ -88,6 +88,52 @@ pub enum ModelKind {
         /// One per feature.
         coefficients: Vec<f64>,
     },
+    /// Degree-2 polynomial: `intercept + Σ linear[i]·x[i] + Σ quadratic[k]·x[i]·x[j]`, where `k`
+    /// runs over the pairs `i <= j` in row-major order (`(0,0), (0,1), .., (1,1), ..`).
+    Polynomial {
+        /// Intercept, watts.
+        intercept: f64,
+        /// One per feature.
+        linear: Vec<f64>,
+        /// One per feature pair `i <= j`: `n (n + 1) / 2` terms.
+        quadratic: Vec<f64>,
+    },
+    /// k nearest neighbours: the mean power of the `k` stored points closest (Euclidean, on the
+    /// standardised inputs) to the input.
+    NearestNeighbours {
+        /// Neighbours averaged.
+        k: usize,
+        /// Stored standardised inputs, one row per point.
+        points: Vec<Vec<f64>>,
+        /// Measured power of each point, watts.
+        targets: Vec<f64>,
+    },
+    /// Gradient-boosted regression trees on top of a linear base:
+    /// `intercept + Σ linear[i]·x[i] + learning_rate · Σ_t tree_t(x)`.
+    /// The linear base (empty = none) lets the ensemble extrapolate beyond the training range,
+    /// where plain trees stay flat.
+    GradientBoosting {
+        /// Intercept of the base, watts.
+        intercept: f64,
+        /// Linear base coefficients, one per feature, or empty.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        linear: Vec<f64>,
+        /// Shrinkage applied to every tree.
+        learning_rate: f64,
+        /// The trees, fitted in sequence on residuals.
+        trees: Vec<RegressionTree>,
+    },
+    /// Random forest: the mean of the trees' predictions.
+    RandomForest {
+        /// The trees, each fitted on a bootstrap sample.
+        trees: Vec<RegressionTree>,
+    },
+    /// The mean of several models' predictions on the same inputs (averaging a forest and
+    /// boosted trees cancels part of their errors on workloads neither saw).
+    Ensemble {
+        /// The members; none may be [`ModelKind::UtilisationInterpolation`].
+        members: Vec<ModelKind>,
+    },
     /// Utilisation interpolation for nodes never metered: `idle + (max - idle) * u`, where
     /// `u = cpu_seconds_per_second / cpus`, clamped to [0, 1]. Uses the raw (unscaled) CPU feature.
     UtilisationInterpolation {
@@ -96,6 +142,226 @@ pub enum ModelKind {
         /// Power at full load, watts.
         max_watts: f64,
     },
+}
+
+/// A binary regression tree over the standardised inputs, stored flat; node 0 is the root.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegressionTree {
+    /// The nodes; children always come after their parent.
+    pub nodes: Vec<TreeNode>,
+}
+
+/// One node of a [`RegressionTree`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum TreeNode {
+    /// Go `left` when `x[feature] <= threshold`, else `right` (indices into the node list).
+    Split {
+        /// Input index.
+        feature: usize,
+        /// Split point on the standardised input.
+        threshold: f64,
+        /// Node index for `x <= threshold`.
+        left: usize,
+        /// Node index for `x > threshold`.
+        right: usize,
+    },
+    /// A prediction.
+    Leaf {
+        /// Value, watts.
+        value: f64,
+    },
+}
+
+impl RegressionTree {
+    /// The leaf value `x` falls into.
+    pub fn predict(&self, x: &[f64]) -> f64 {
+        let mut i = 0;
+        loop {
+            match &self.nodes[i] {
+                TreeNode::Leaf { value } => return *value,
+                TreeNode::Split {
+                    feature,
+                    threshold,
+                    left,
+                    right,
+                } => {
+                    i = if x[*feature] <= *threshold {
+                        *left
+                    } else {
+                        *right
+                    }
+                }
+            }
+        }
+    }
+
+    /// Children after parents (so prediction terminates), indices and features in range.
+    fn check(&self, inputs: usize) -> Result<(), String> {
+        if self.nodes.is_empty() {
+            return Err("a tree has no nodes".into());
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            match n {
+                TreeNode::Split {
+                    feature,
+                    threshold,
+                    left,
+                    right,
+                } => {
+                    let in_range = |c: &usize| *c > i && *c < self.nodes.len();
+                    if *feature >= inputs || !threshold.is_finite() {
+                        return Err(format!(
+                            "tree node {i} splits on input {feature} of {inputs}"
+                        ));
+                    }
+                    if !in_range(left) || !in_range(right) {
+                        return Err(format!("tree node {i} has children {left}/{right}"));
+                    }
+                }
+                TreeNode::Leaf { value } if !value.is_finite() => {
+                    return Err(format!("tree leaf {i} is {value}"));
+                }
+                TreeNode::Leaf { .. } => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ModelKind {
+    /// Prediction from standardised inputs, watts (not clamped). `None` for kinds that read raw
+    /// inputs ([`ModelKind::UtilisationInterpolation`]).
+    pub fn predict_scaled(&self, x: &[f64]) -> Option<f64> {
+        let dot = |c: &[f64]| c.iter().zip(x).map(|(c, v)| c * v).sum::<f64>();
+        Some(match self {
+            ModelKind::Linear {
+                intercept,
+                coefficients,
+            } => intercept + dot(coefficients),
+            ModelKind::Polynomial {
+                intercept,
+                linear,
+                quadratic,
+            } => {
+                let mut sum = intercept + dot(linear);
+                let mut k = 0;
+                for i in 0..x.len() {
+                    for j in i..x.len() {
+                        sum += quadratic[k] * x[i] * x[j];
+                        k += 1;
+                    }
+                }
+                sum
+            }
+            ModelKind::NearestNeighbours { k, points, targets } => {
+                nearest_mean(*k, points, targets, x)
+            }
+            ModelKind::GradientBoosting {
+                intercept,
+                linear,
+                learning_rate,
+                trees,
+            } => {
+                intercept
+                    + dot(linear)
+                    + learning_rate * trees.iter().map(|t| t.predict(x)).sum::<f64>()
+            }
+            ModelKind::RandomForest { trees } => {
+                trees.iter().map(|t| t.predict(x)).sum::<f64>() / trees.len() as f64
+            }
+            ModelKind::Ensemble { members } => {
+                let mut sum = 0.0;
+                for m in members {
+                    sum += m.predict_scaled(x)?;
+                }
+                sum / members.len() as f64
+            }
+            ModelKind::UtilisationInterpolation { .. } => return None,
+        })
+    }
+
+    /// Checks the parameters against the number of inputs.
+    fn check(&self, inputs: usize) -> Result<(), String> {
+        let count = |what: &str, got: usize, want: usize| {
+            if got == want {
+                Ok(())
+            } else {
+                Err(format!("{got} {what} for {want} inputs"))
+            }
+        };
+        match self {
+            ModelKind::Linear { coefficients, .. } => {
+                count("coefficients", coefficients.len(), inputs)
+            }
+            ModelKind::Polynomial {
+                linear, quadratic, ..
+            } => {
+                count("linear terms", linear.len(), inputs)?;
+                count(
+                    "quadratic terms",
+                    quadratic.len(),
+                    inputs * (inputs + 1) / 2,
+                )
+            }
+            ModelKind::NearestNeighbours { k, points, targets } => {
+                if *k == 0 || points.len() < *k || points.len() != targets.len() {
+                    return Err(format!(
+                        "k = {k} with {} points and {} targets",
+                        points.len(),
+                        targets.len()
+                    ));
+                }
+                match points.iter().find(|p| p.len() != inputs) {
+                    Some(p) => count("point coordinates", p.len(), inputs),
+                    None => Ok(()),
+                }
+            }
+            ModelKind::GradientBoosting { linear, trees, .. } => {
+                if !linear.is_empty() {
+                    count("linear terms", linear.len(), inputs)?;
+                }
+                trees.iter().try_for_each(|t| t.check(inputs))
+            }
+            ModelKind::RandomForest { trees } => {
+                if trees.is_empty() {
+                    return Err("a random forest without trees".into());
+                }
+                trees.iter().try_for_each(|t| t.check(inputs))
+            }
+            ModelKind::Ensemble { members } => {
+                if members.is_empty() {
+                    return Err("an ensemble without members".into());
+                }
+                if members
+                    .iter()
+                    .any(|m| matches!(m, ModelKind::UtilisationInterpolation { .. }))
+                {
+                    return Err("utilisation interpolation cannot be an ensemble member".into());
+                }
+                members.iter().try_for_each(|m| m.check(inputs))
+            }
+            ModelKind::UtilisationInterpolation { .. } => Ok(()),
+        }
+    }
+}
+
+/// Mean target of the `k` points nearest to `x` (squared Euclidean distance; ties keep the
+/// earlier point).
+fn nearest_mean(k: usize, points: &[Vec<f64>], targets: &[f64], x: &[f64]) -> f64 {
+    // Bounded insertion into a sorted list: k is small, so this beats a heap.
+    let mut best: Vec<(f64, f64)> = Vec::with_capacity(k + 1);
+    for (p, t) in points.iter().zip(targets) {
+        let d: f64 = p.iter().zip(x).map(|(a, b)| (a - b) * (a - b)).sum();
+        if best.len() == k && d >= best[k - 1].0 {
+            continue;
+        }
+        let at = best.partition_point(|(bd, _)| *bd <= d);
+        best.insert(at, (d, *t));
+        best.truncate(k);
+    }
+    best.iter().map(|(_, t)| t).sum::<f64>() / best.len().max(1) as f64
 }
 
 /// Non-negative per-feature weights that split dynamic power over containers:
@@ -251,13 +517,6 @@ impl NodeModel {
             )));
         }
         match &self.regressor {
-            ModelKind::Linear { coefficients, .. } if coefficients.len() != self.features.len() => {
-                Err(bad(format!(
-                    "{} coefficients for {} features",
-                    coefficients.len(),
-                    self.features.len()
-                )))
-            }
             ModelKind::UtilisationInterpolation { cpus, max_watts } => {
                 if cpus.is_nan() || *cpus <= 0.0 || *max_watts < self.idle_power_watts {
                     return Err(bad(format!(
@@ -266,7 +525,7 @@ impl NodeModel {
                 }
                 Ok(())
             }
-            _ => Ok(()),
+            other => other.check(self.features.len()).map_err(bad),
         }
     }
 
@@ -295,13 +554,6 @@ impl NodeModel {
     /// Predicted node power in watts, never below zero.
     pub fn predict(&self, raw: &FeatureValues) -> Result<f64, ModelError> {
         let watts = match &self.regressor {
-            ModelKind::Linear {
-                intercept,
-                coefficients,
-            } => {
-                let x = self.scaled_inputs(raw)?;
-                intercept + coefficients.iter().zip(&x).map(|(c, v)| c * v).sum::<f64>()
-            }
             ModelKind::UtilisationInterpolation { cpus, max_watts } => {
                 let cpu = raw
                     .get(Feature::CpuSecondsPerSecond)
@@ -311,6 +563,10 @@ impl NodeModel {
                     ))?;
                 let u = (cpu / cpus).clamp(0.0, 1.0);
                 self.idle_power_watts + (max_watts - self.idle_power_watts) * u
+            }
+            scaled => {
+                let x = self.scaled_inputs(raw)?;
+                scaled.predict_scaled(&x).unwrap_or_default()
             }
         };
         Ok(watts.max(0.0))
@@ -408,5 +664,157 @@ mod tests {
             file.select("pi-2", &BTreeMap::new()).unwrap().name,
             "uncalibrated-test"
         );
+    }
+
+    fn scaled(regressor: ModelKind) -> NodeModel {
+        let mut m = interp();
+        m.features = [Feature::CpuSecondsPerSecond, Feature::DiskBytesPerSecond]
+            .into_iter()
+            .map(|feature| FeatureScaling {
+                feature,
+                mean: 1.0,
+                scale: 2.0,
+            })
+            .collect();
+        m.regressor = regressor;
+        m
+    }
+
+    fn input(cpu: f64, disk: f64) -> FeatureValues {
+        let mut x = FeatureValues::default();
+        x.set(Feature::CpuSecondsPerSecond, Some(cpu));
+        x.set(Feature::DiskBytesPerSecond, Some(disk));
+        x
+    }
+
+    #[test]
+    fn every_trained_kind_predicts_from_the_file_alone() {
+        // Standardised inputs of (cpu 5, disk 3) are (2, 1).
+        let x = input(5.0, 3.0);
+        let tree = RegressionTree {
+            nodes: vec![
+                TreeNode::Split {
+                    feature: 0,
+                    threshold: 1.5,
+                    left: 1,
+                    right: 2,
+                },
+                TreeNode::Leaf { value: -1.0 },
+                TreeNode::Leaf { value: 4.0 },
+            ],
+        };
+        let cases = [
+            (
+                ModelKind::Polynomial {
+                    intercept: 10.0,
+                    linear: vec![1.0, 2.0],
+                    quadratic: vec![0.5, 1.0, 3.0],
+                },
+                // 10 + 2 + 2 + 0.5*4 + 1*2 + 3*1
+                21.0,
+            ),
+            (
+                ModelKind::NearestNeighbours {
+                    k: 2,
+                    points: vec![vec![2.0, 1.1], vec![9.0, 9.0], vec![1.9, 1.0]],
+                    targets: vec![10.0, 99.0, 20.0],
+                },
+                15.0,
+            ),
+            (
+                ModelKind::GradientBoosting {
+                    intercept: 100.0,
+                    linear: vec![1.0, 0.0],
+                    learning_rate: 0.5,
+                    trees: vec![tree.clone(), tree.clone()],
+                },
+                106.0,
+            ),
+            (
+                ModelKind::RandomForest {
+                    trees: vec![tree.clone(), tree.clone()],
+                },
+                4.0,
+            ),
+            (
+                ModelKind::Ensemble {
+                    members: vec![
+                        ModelKind::RandomForest { trees: vec![tree] },
+                        ModelKind::Linear {
+                            intercept: 1.0,
+                            coefficients: vec![0.5, 1.0],
+                        },
+                    ],
+                },
+                // (4 + 3) / 2
+                3.5,
+            ),
+        ];
+        for (kind, want) in cases {
+            let file = ModelFile {
+                schema_version: SCHEMA_VERSION,
+                models: vec![scaled(kind)],
+            };
+            let back = ModelFile::from_json(&file.to_json()).unwrap();
+            assert_eq!(back, file);
+            let got = back.models[0].predict(&x).unwrap();
+            assert!((got - want).abs() < 1e-12, "{got} != {want}");
+            assert_eq!(
+                back.models[0].required_features(),
+                vec![Feature::CpuSecondsPerSecond, Feature::DiskBytesPerSecond]
+            );
+        }
+    }
+
+    #[test]
+    fn inconsistent_trained_kinds_are_refused() {
+        let looping = RegressionTree {
+            nodes: vec![TreeNode::Split {
+                feature: 0,
+                threshold: 0.0,
+                left: 0,
+                right: 0,
+            }],
+        };
+        let bad = [
+            ModelKind::Linear {
+                intercept: 0.0,
+                coefficients: vec![1.0],
+            },
+            ModelKind::Polynomial {
+                intercept: 0.0,
+                linear: vec![1.0, 1.0],
+                quadratic: vec![1.0],
+            },
+            ModelKind::NearestNeighbours {
+                k: 3,
+                points: vec![vec![0.0, 0.0]],
+                targets: vec![1.0],
+            },
+            ModelKind::RandomForest {
+                trees: vec![looping],
+            },
+            ModelKind::RandomForest { trees: vec![] },
+            ModelKind::Ensemble { members: vec![] },
+            ModelKind::Ensemble {
+                members: vec![ModelKind::UtilisationInterpolation {
+                    cpus: 1.0,
+                    max_watts: 9.0,
+                }],
+            },
+        ];
+        for kind in bad {
+            let file = ModelFile {
+                schema_version: SCHEMA_VERSION,
+                models: vec![scaled(kind.clone())],
+            };
+            assert!(
+                matches!(
+                    ModelFile::from_json(&file.to_json()),
+                    Err(ModelError::Inconsistent { .. })
+                ),
+                "{kind:?} accepted"
+            );
+        }
     }
 }

@@ -7,6 +7,7 @@ pub mod endpoint;
 pub mod estimate;
 pub mod http;
 pub mod models;
+pub mod offline;
 pub mod promql;
 pub mod readout;
 pub mod remote_write;

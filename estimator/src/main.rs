@@ -1,10 +1,10 @@
 //! Run with `cargo run -p greenpipe-estimator -- --help`.
 //!
-//! One variant and one module per subcommand, so subcommands are added without touching the
-//! others.
+//! One binary for the online estimator and the offline pipeline (dataset, train, validate,
+//! crossval); one variant and one module per subcommand, each owning its arguments.
 
 use clap::{Parser, Subcommand};
-use greenpipe_estimator::serve;
+use greenpipe_estimator::{offline, serve};
 
 /// GreenPipe estimator: per-node power models, container attribution, remote write.
 #[derive(Debug, Parser)]
@@ -20,7 +20,15 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Estimate node and container power online and remote-write it.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
+    /// Extract one metered workload run from Prometheus into a trace CSV.
+    Dataset(offline::cli::DatasetCli),
+    /// Select a model per node by grouped cross-validation and write the model file.
+    Train(offline::cli::TrainCli),
+    /// Score a model file on traces it never saw.
+    Validate(offline::cli::ValidateCli),
+    /// Leave-one-workload-out for every candidate and baseline, with nested selection.
+    Crossval(offline::cli::CrossvalCli),
 }
 
 fn main() {
@@ -34,7 +42,11 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
+        Command::Dataset(args) => offline::dataset::run(args),
+        Command::Train(args) => args.run(),
+        Command::Validate(args) => args.run(),
+        Command::Crossval(args) => args.run(),
     };
     if let Err(err) = result {
         eprintln!("greenpipe-estimator: {err:#}");

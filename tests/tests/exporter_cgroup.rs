@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use greenpipe_common::names::{container, exporter, label, node, SYSTEM_CONTAINER};
+use greenpipe_common::names::{container, exporter, label, node, source, SYSTEM_CONTAINER};
 use greenpipe_tests::cgroup::{container_id, unified_root, TestCgroup};
 use greenpipe_tests::scrape::{fetch, sample, samples};
 use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard};
@@ -52,7 +52,8 @@ fn container_cpu(text: &str, id: &str) -> Option<f64> {
     sample(
         text,
         container::CPU_SECONDS_TOTAL,
-        &[(label::CONTAINER_ID, id)],
+        // The ebpf collector exports the same name with source="bpf"; this test is about cgroup files.
+        &[(label::CONTAINER_ID, id), (label::SOURCE, source::CGROUP)],
     )
 }
 
@@ -145,7 +146,15 @@ fn container_cpu_tracks_cpu_stat_and_is_not_system() {
     let d_node = delta(&node_busy);
     let d_container = delta(&|t: &str| container_cpu(t, &id).unwrap());
     let d_system = delta(&|t: &str| container_cpu(t, SYSTEM_CONTAINER).unwrap());
-    let d_containers = delta(&|t: &str| samples(t, container::CPU_SECONDS_TOTAL, &[]).iter().sum());
+    let d_containers = delta(&|t: &str| {
+        samples(
+            t,
+            container::CPU_SECONDS_TOTAL,
+            &[(label::SOURCE, source::CGROUP)],
+        )
+        .iter()
+        .sum()
+    });
     eprintln!("Δnode busy {d_node:.2} s, Δcontainer {d_container:.2} s, Δsystem {d_system:.2} s");
     assert!(
         d_system <= d_node - d_container + 0.25 * d_container,

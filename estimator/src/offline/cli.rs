@@ -1,0 +1,154 @@
+//! Command-line arguments of the offline subcommands (each owns its `clap::Args`, so `main.rs`
+//! only lists them).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::offline::crossval::{self, CrossvalArgs};
+use crate::offline::dataset::DatasetArgs;
+use crate::offline::train::{self, TrainArgs};
+use crate::offline::validate::{self, ValidateArgs};
+use crate::offline::OfflineOptions;
+
+/// Options shared by `train` and `crossval`.
+#[derive(Debug, Args)]
+pub struct CommonCli {
+    /// Trace CSV files or directories (searched recursively for *.csv).
+    #[arg(long, num_args = 1.., required = true)]
+    pub traces: Vec<PathBuf>,
+    /// Comma-separated model families to try (default: all): ols, ridge, lasso, elastic_net,
+    /// polynomial_ridge, knn, gradient_boosting, random_forest.
+    #[arg(long)]
+    pub models: Option<String>,
+    /// Workloads matching this regex are CPU-stress runs (the stress-trained baseline).
+    #[arg(long, default_value = "stress|cpu")]
+    pub stress_pattern: String,
+    /// Workloads matching this regex stay in every training set and are never held out.
+    #[arg(long)]
+    pub always_train: Option<String>,
+    /// Folds of the grouped k-fold cross-validation used to select a model.
+    #[arg(long, default_value_t = 5)]
+    pub folds: usize,
+    /// Comma-separated feature columns to offer (default: every column that varies).
+    #[arg(long)]
+    pub features: Option<String>,
+}
+
+impl CommonCli {
+    fn options(&self) -> anyhow::Result<OfflineOptions> {
+        OfflineOptions::parse(
+            self.models.as_deref(),
+            &self.stress_pattern,
+            self.always_train.as_deref(),
+            self.folds,
+            self.features.as_deref(),
+        )
+    }
+}
+
+/// `train`.
+#[derive(Debug, Args)]
+pub struct TrainCli {
+    #[command(flatten)]
+    common: CommonCli,
+    /// Model file to write.
+    #[arg(long)]
+    out: PathBuf,
+    /// Report directory (summary.csv, report.md, plots).
+    #[arg(long)]
+    report: Option<PathBuf>,
+}
+
+impl TrainCli {
+    /// Runs `train`.
+    pub fn run(self) -> anyhow::Result<()> {
+        let file = train::run(&TrainArgs {
+            traces: self.common.traces.clone(),
+            out: self.out.clone(),
+            report: self.report,
+            options: self.common.options()?,
+        })?;
+        for m in &file.models {
+            eprintln!(
+                "{}: CV MAPE {:.2} %",
+                m.name,
+                m.scores.cv_mape_percent.unwrap_or(f64::NAN)
+            );
+        }
+        eprintln!("wrote {}", self.out.display());
+        Ok(())
+    }
+}
+
+/// `validate`.
+#[derive(Debug, Args)]
+pub struct ValidateCli {
+    /// Model file to score.
+    #[arg(long)]
+    model: PathBuf,
+    /// Trace CSV files or directories the model never saw.
+    #[arg(long, num_args = 1.., required = true)]
+    traces: Vec<PathBuf>,
+    /// Report directory.
+    #[arg(long)]
+    report: PathBuf,
+}
+
+impl ValidateCli {
+    /// Runs `validate`.
+    pub fn run(self) -> anyhow::Result<()> {
+        let rows = validate::run(&ValidateArgs {
+            model: self.model,
+            traces: self.traces,
+            report: self.report.clone(),
+        })?;
+        for r in rows
+            .iter()
+            .filter(|r| r.workload == crate::offline::report::ALL)
+        {
+            eprintln!("{} {}: MAPE {:.2} %", r.node, r.model, r.score.mape_percent);
+        }
+        eprintln!("wrote {}", self.report.display());
+        Ok(())
+    }
+}
+
+/// `crossval`.
+#[derive(Debug, Args)]
+pub struct CrossvalCli {
+    #[command(flatten)]
+    common: CommonCli,
+    /// Report directory.
+    #[arg(long)]
+    report: PathBuf,
+}
+
+impl CrossvalCli {
+    /// Runs `crossval`.
+    pub fn run(self) -> anyhow::Result<()> {
+        let started = std::time::Instant::now();
+        let nodes = crossval::run(&CrossvalArgs {
+            traces: self.common.traces.clone(),
+            report: self.report.clone(),
+            options: self.common.options()?,
+        })?;
+        for n in &nodes {
+            for r in n.rows.iter().filter(|r| {
+                r.workload == crate::offline::report::ALL
+                    && (r.model == crossval::SELECTED || r.model.starts_with("baseline"))
+            }) {
+                eprintln!("{} {}: MAPE {:.2} %", r.node, r.model, r.score.mape_percent);
+            }
+        }
+        eprintln!(
+            "wrote {} in {:.1} s",
+            self.report.display(),
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+}
+
+/// `dataset`.
+pub type DatasetCli = DatasetArgs;

@@ -1,0 +1,251 @@
+//! `crossval`: leave-one-workload-out for every candidate and both baselines, plus the nested
+//! selection (`model=selected`): for each held-out workload, the candidate that `train` would
+//! have picked by grouped CV on the other workloads alone, scored on the held-out one. That
+//! figure includes the cost of choosing, so it is the honest one.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::bail;
+use regex::Regex;
+
+use crate::offline::evaluate::{self, Job, Spec};
+use crate::offline::metrics::{mean, Score};
+use crate::offline::plots;
+use crate::offline::report::{self, SummaryRow};
+use crate::offline::samples::{self, NodeSamples};
+use crate::offline::{baselines, OfflineOptions};
+
+/// The `model` label of the nested-selection rows.
+pub const SELECTED: &str = "selected";
+
+/// Arguments of `crossval`.
+#[derive(Debug, Clone)]
+pub struct CrossvalArgs {
+    /// Trace files or directories.
+    pub traces: Vec<PathBuf>,
+    /// Report directory.
+    pub report: PathBuf,
+    /// Shared options.
+    pub options: OfflineOptions,
+}
+
+/// What crossval found for one node.
+#[derive(Debug, Clone)]
+pub struct NodeCrossval {
+    /// Summary rows of the node.
+    pub rows: Vec<SummaryRow>,
+    /// Per held-out workload: the candidate chosen by the inner CV.
+    pub chosen: Vec<(String, String)>,
+    /// Notes for the report.
+    pub notes: Vec<String>,
+}
+
+/// Runs crossval and writes the report.
+pub fn run(args: &CrossvalArgs) -> anyhow::Result<Vec<NodeCrossval>> {
+    let nodes = samples::load(&args.traces, args.options.features.as_deref())?;
+    report::create_dir(&args.report)?;
+    let mut out = Vec::new();
+    for s in &nodes {
+        out.push(node(s, args)?);
+    }
+    let rows: Vec<SummaryRow> = out.iter().flat_map(|n| n.rows.clone()).collect();
+    report::write_summary(&args.report, &rows)?;
+    std::fs::write(
+        args.report.join("report.md"),
+        markdown(&nodes, &out, &args.options),
+    )?;
+    Ok(out)
+}
+
+fn node(s: &NodeSamples, args: &CrossvalArgs) -> anyhow::Result<NodeCrossval> {
+    let o = &args.options;
+    let (holdable, always) = o.split_groups(s)?;
+    if holdable.len() < 2 {
+        bail!(
+            "node {}: {} workload(s) can be held out; leave-one-workload-out needs at least 2",
+            s.node,
+            holdable.len()
+        );
+    }
+    let mut notes = s.notes.clone();
+    let mut specs: Vec<Spec> = o
+        .candidates
+        .iter()
+        .map(|c| Spec {
+            label: c.name(),
+            candidate: c.clone(),
+            columns: (0..s.features.len()).collect(),
+            only_groups: None,
+            baseline: false,
+        })
+        .collect();
+    let candidates = specs.len();
+    specs.extend(baselines::specs(s, &o.stress_pattern, &mut notes));
+
+    // Outer jobs: every spec trained without the held-out group. Inner jobs: candidates only,
+    // grouped k-fold inside the remaining holdable groups.
+    let mut jobs = Vec::new();
+    let mut inner_of: Vec<Vec<usize>> = Vec::new();
+    let mut outer_of: Vec<Vec<usize>> = Vec::new();
+    for &g in &holdable {
+        let others: Vec<usize> = (0..s.groups.len()).filter(|&x| x != g).collect();
+        let mut outer = Vec::new();
+        for spec in 0..specs.len() {
+            outer.push(jobs.len());
+            jobs.push(Job {
+                spec,
+                train_groups: others.clone(),
+                test_groups: vec![g],
+            });
+        }
+        outer_of.push(outer);
+        let pool: Vec<usize> = holdable.iter().copied().filter(|&x| x != g).collect();
+        let mut inner = Vec::new();
+        for split in crate::offline::cv::splits(s, &pool, &always, o.folds) {
+            for spec in 0..candidates {
+                inner.push(jobs.len());
+                jobs.push(Job {
+                    spec,
+                    train_groups: split.train_groups.clone(),
+                    test_groups: split.test_groups.clone(),
+                });
+            }
+        }
+        inner_of.push(inner);
+    }
+    let bar = evaluate::progress(jobs.len(), &format!("crossval {}", s.node));
+    let results = evaluate::run(s, &specs, &jobs, &bar);
+    bar.finish_and_clear();
+
+    let mut rows = Vec::new();
+    for (si, spec) in specs.iter().enumerate() {
+        let mut per = Vec::new();
+        for (gi, &g) in holdable.iter().enumerate() {
+            match &results[outer_of[gi][si]] {
+                Ok(r) => per.push((s.groups[g].clone(), r[0].score)),
+                Err(e) => notes.push(format!("{}: held out {}: {e}", s.node, s.groups[g])),
+            }
+        }
+        rows.extend(report::model_rows(&s.node, &spec.label, &per));
+    }
+
+    // Nested selection.
+    let mut selected = Vec::new();
+    let mut chosen = Vec::new();
+    let mut plot_data = Vec::new();
+    for (gi, &g) in holdable.iter().enumerate() {
+        let mut per_candidate: Vec<Vec<Score>> = vec![Vec::new(); candidates];
+        let mut failed = vec![false; candidates];
+        for &j in &inner_of[gi] {
+            match &results[j] {
+                Ok(r) => per_candidate[jobs[j].spec].extend(r.iter().map(|x| x.score)),
+                Err(_) => failed[jobs[j].spec] = true,
+            }
+        }
+        let best = (0..candidates)
+            .filter(|&c| !failed[c] && !per_candidate[c].is_empty())
+            .min_by(|&a, &b| {
+                mean(&per_candidate[a])
+                    .mape_percent
+                    .total_cmp(&mean(&per_candidate[b]).mape_percent)
+            });
+        let Some(best) = best else {
+            notes.push(format!(
+                "{}: no candidate fitted without {}",
+                s.node, s.groups[g]
+            ));
+            continue;
+        };
+        if let Ok(r) = &results[outer_of[gi][best]] {
+            let r = &r[0];
+            selected.push((s.groups[g].clone(), r.score));
+            chosen.push((s.groups[g].clone(), specs[best].label.clone()));
+            plot_data.push((r.clone(), specs[best].label.clone()));
+        }
+    }
+    rows.extend(report::model_rows(&s.node, SELECTED, &selected));
+
+    if let Err(e) = plots::held_out(&args.report, s, &plot_data, SELECTED) {
+        notes.push(format!("{}: plots skipped: {e:#}", s.node));
+    }
+    Ok(NodeCrossval {
+        rows,
+        chosen,
+        notes,
+    })
+}
+
+fn markdown(nodes: &[NodeSamples], out: &[NodeCrossval], o: &OfflineOptions) -> String {
+    let mut md = String::from("# Leave-one-workload-out cross-validation\n\n");
+    let _ = writeln!(
+        md,
+        "Every workload is held out in turn; models are trained on all the others. \
+         `selected` is the nested selection: for each held-out workload, the candidate with the \
+         best grouped {}-fold CV MAPE on the other workloads alone, scored on the held-out one. \
+         Workloads matching `{}` always stay in training. Baselines: `{}` and `{}` \
+         (workloads matching `{}`).\n",
+        o.folds,
+        o.always_train
+            .as_ref()
+            .map(Regex::as_str)
+            .unwrap_or("(none)"),
+        baselines::CPU_ONLY,
+        baselines::STRESS_ONLY,
+        o.stress_pattern.as_str()
+    );
+    for (s, n) in nodes.iter().zip(out) {
+        let _ = writeln!(md, "## {}\n", s.node);
+        let _ = writeln!(
+            md,
+            "Features: {}. Samples: {}. Workload groups: {}.\n",
+            s.features
+                .iter()
+                .map(|f| f.column())
+                .collect::<Vec<_>>()
+                .join(", "),
+            s.y.len(),
+            s.groups.join(", ")
+        );
+        md.push_str(&report::trace_list(s));
+        md.push_str(&report::all_table(&n.rows));
+        md.push('\n');
+        let mut models = vec![SELECTED, baselines::CPU_ONLY, baselines::STRESS_ONLY];
+        let best_fixed = n
+            .rows
+            .iter()
+            .filter(|r| r.workload == report::ALL && r.model != SELECTED)
+            .filter(|r| !r.model.starts_with("baseline"))
+            .min_by(|a, b| a.score.mape_percent.total_cmp(&b.score.mape_percent));
+        if let Some(b) = best_fixed {
+            models.push(&b.model);
+        }
+        md.push_str(&report::workload_table(&n.rows, &s.node, &models));
+        md.push_str("\nChosen per held-out workload:\n\n");
+        for (w, c) in &n.chosen {
+            let plots: Vec<String> = s
+                .traces
+                .iter()
+                .filter(|t| s.groups[t.group] == *w)
+                .map(|t| {
+                    format!(
+                        "[{0}]({1}__{0}__selected.png)",
+                        report::slug(&t.workload),
+                        report::slug(&s.node)
+                    )
+                })
+                .collect();
+            let _ = writeln!(md, "- {w}: `{c}` (plots: {})", plots.join(", "));
+        }
+        let _ = writeln!(
+            md,
+            "\nError distribution: [{0}__errors__selected.png]({0}__errors__selected.png)\n",
+            report::slug(&s.node)
+        );
+        for note in &n.notes {
+            let _ = writeln!(md, "- note: {note}");
+        }
+        md.push('\n');
+    }
+    md
+}

@@ -1,0 +1,270 @@
+//! `dataset`: range-queries one node's exporter metrics and meter power from Prometheus, aligns
+//! them on the query step and writes one trace CSV.
+//!
+//! The feature expressions are the ones the online estimator evaluates each tick (same metrics,
+//! same `rate` window semantics, container hardware counters summed over containers with
+//! `max by` across sources), so a model trained on these traces sees at serving time the
+//! quantities it was trained on.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use greenpipe_common::features::{Feature, FeatureValues};
+use greenpipe_common::names::{container as c, label, meter, node as n};
+use greenpipe_common::trace::{write_trace, TraceRow};
+
+/// `dataset` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct DatasetArgs {
+    /// Prometheus base URL, e.g. http://127.0.0.1:9090.
+    #[arg(long)]
+    pub prometheus_url: String,
+    /// Node name (the `node` label).
+    #[arg(long)]
+    pub node: String,
+    /// Start: RFC 3339 or unix seconds.
+    #[arg(long)]
+    pub from: String,
+    /// End: RFC 3339 or unix seconds.
+    #[arg(long)]
+    pub to: String,
+    /// Query step (Prometheus duration or seconds).
+    #[arg(long, default_value = "1s")]
+    pub step: String,
+    /// Window of `rate()`; must hold at least two scrapes.
+    #[arg(long, default_value = "5s")]
+    pub rate_window: String,
+    /// Workload name written in every row and used as the file name.
+    #[arg(long)]
+    pub workload: String,
+    /// Output directory; the trace is written to DIR/<workload>.csv.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Replace an existing trace file.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The node-level PromQL of a feature for `node`, with `rate` window `w`.
+pub fn feature_query(f: Feature, node: &str, w: &str) -> String {
+    let sel = format!("{}=\"{}\"", label::NODE, escape(node));
+    let keys = format!(
+        "{}, {}, {}",
+        label::NODE,
+        label::CONTAINER_ID,
+        label::POD_UID
+    );
+    let containers = |metric: &str| {
+        format!(
+            "sum by ({}) (max by ({keys}) (rate({metric}{{{sel}}}[{w}])))",
+            label::NODE
+        )
+    };
+    match f {
+        // guest time is already inside user time in /proc/stat.
+        Feature::CpuSecondsPerSecond => format!(
+            "sum by ({}) (rate({}{{{sel},{}!~\"idle|iowait|steal|guest|guest_nice\"}}[{w}]))",
+            label::NODE,
+            n::CPU_SECONDS_TOTAL,
+            label::MODE
+        ),
+        Feature::CpuCyclesPerSecond => containers(c::CPU_CYCLES_TOTAL),
+        Feature::CpuInstructionsPerSecond => containers(c::CPU_INSTRUCTIONS_TOTAL),
+        Feature::CacheMissesPerSecond => containers(c::CACHE_MISSES_TOTAL),
+        Feature::PageCacheHitsPerSecond => containers(c::PAGE_CACHE_HITS_TOTAL),
+        Feature::NetworkBytesPerSecond => format!(
+            "sum by ({}) (rate({}{{{sel},{}!=\"lo\"}}[{w}]))",
+            label::NODE,
+            n::NETWORK_BYTES_TOTAL,
+            label::DEVICE
+        ),
+        Feature::DiskBytesPerSecond => format!(
+            "sum by ({}) (rate({}{{{sel}}}[{w}]))",
+            label::NODE,
+            n::DISK_BYTES_TOTAL
+        ),
+        Feature::MemoryUsedBytes => format!(
+            "sum by ({}) (last_over_time({}{{{sel},{}=\"used\"}}[{w}]))",
+            label::NODE,
+            n::MEMORY_BYTES,
+            label::STATE
+        ),
+        Feature::CpuFrequencyHertz => format!(
+            "avg by ({}) (last_over_time({}{{{sel}}}[{w}]))",
+            label::NODE,
+            n::CPU_FREQUENCY_HERTZ
+        ),
+    }
+}
+
+/// The PromQL of the node's measured power (all its meters added).
+pub fn power_query(node: &str, w: &str) -> String {
+    format!(
+        "sum by ({}) (last_over_time({}{{{}=\"{}\"}}[{w}]))",
+        label::NODE,
+        meter::POWER_WATTS,
+        label::NODE,
+        escape(node)
+    )
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// Runs `dataset`.
+pub fn run(args: DatasetArgs) -> anyhow::Result<()> {
+    let path = args.out.join(format!("{}.csv", args.workload));
+    if path.exists() && !args.force {
+        bail!("{} exists; pass --force to replace it", path.display());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let rows = runtime.block_on(extract(&args))?;
+    let text = write_trace(&rows)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    let metered = rows.iter().filter(|r| r.power_watts.is_some()).count();
+    eprintln!(
+        "wrote {} ({} rows, {metered} with power)",
+        path.display(),
+        rows.len()
+    );
+    Ok(())
+}
+
+/// Queries every series and aligns them into trace rows (one per step with any value).
+pub async fn extract(args: &DatasetArgs) -> anyhow::Result<Vec<TraceRow>> {
+    let client = reqwest::Client::new();
+    let url = format!(
+        "{}/api/v1/query_range",
+        args.prometheus_url.trim_end_matches('/')
+    );
+    let query = |promql: String| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            let response = client
+                .get(&url)
+                .query(&[
+                    ("query", promql.as_str()),
+                    ("start", &args.from),
+                    ("end", &args.to),
+                    ("step", &args.step),
+                ])
+                .send()
+                .await
+                .with_context(|| format!("querying {url}"))?;
+            let status = response.status();
+            let body: serde_json::Value = response
+                .json()
+                .await
+                .with_context(|| format!("reading the answer of {url}"))?;
+            if !status.is_success() {
+                bail!(
+                    "Prometheus refused {promql:?}: {} ({status})",
+                    body["error"].as_str().unwrap_or("no error message")
+                );
+            }
+            parse_matrix(&body).with_context(|| format!("answer to {promql:?}"))
+        }
+    };
+    let w = &args.rate_window;
+    let power = query(power_query(&args.node, w)).await?;
+    if power.is_empty() {
+        eprintln!(
+            "warning: no {} for node {} in the window: rows will have no power",
+            meter::POWER_WATTS,
+            args.node
+        );
+    }
+    let mut by_time: BTreeMap<i64, (Option<f64>, FeatureValues)> = BTreeMap::new();
+    for (t, v) in power {
+        by_time.entry(t).or_default().0 = Some(v);
+    }
+    for f in Feature::ALL {
+        let series = query(feature_query(f, &args.node, w)).await?;
+        if series.is_empty() {
+            eprintln!("note: {} has no data: its column stays empty", f.column());
+        }
+        for (t, v) in series {
+            by_time.entry(t).or_default().1.set(f, Some(v));
+        }
+    }
+    Ok(by_time
+        .into_iter()
+        .map(|(t, (power_watts, features))| TraceRow {
+            timestamp: t as f64 / 1000.0,
+            node: args.node.clone(),
+            workload: args.workload.clone(),
+            power_watts,
+            features,
+        })
+        .collect())
+}
+
+/// `(timestamp ms, value)` of the single series of a range-query answer (none = no data).
+pub fn parse_matrix(body: &serde_json::Value) -> anyhow::Result<Vec<(i64, f64)>> {
+    if body["status"] != "success" || body["data"]["resultType"] != "matrix" {
+        bail!("not a successful matrix answer: {body}");
+    }
+    let result = body["data"]["result"]
+        .as_array()
+        .context("no data.result array")?;
+    if result.len() > 1 {
+        bail!("{} series where the node sum should give one", result.len());
+    }
+    let Some(series) = result.first() else {
+        return Ok(Vec::new());
+    };
+    series["values"]
+        .as_array()
+        .context("no values")?
+        .iter()
+        .map(|pair| {
+            let t = pair[0].as_f64().context("timestamp is not a number")?;
+            let v: f64 = pair[1]
+                .as_str()
+                .context("value is not a string")?
+                .parse()
+                .context("value is not a number")?;
+            Ok(((t * 1000.0).round() as i64, v))
+        })
+        .filter(|r: &anyhow::Result<(i64, f64)>| r.as_ref().map_or(true, |(_, v)| v.is_finite()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matrix_answer_is_parsed_and_nan_dropped() {
+        let body = serde_json::json!({"status": "success", "data": {"resultType": "matrix",
+            "result": [{"metric": {"node": "a"}, "values": [[1.5, "2"], [2.5, "NaN"], [3.5, "4.25"]]}]}});
+        assert_eq!(
+            parse_matrix(&body).unwrap(),
+            vec![(1500, 2.0), (3500, 4.25)]
+        );
+        let empty = serde_json::json!({"status": "success", "data": {"resultType": "matrix", "result": []}});
+        assert!(parse_matrix(&empty).unwrap().is_empty());
+        let err = serde_json::json!({"status": "error", "error": "bad"});
+        assert!(parse_matrix(&err).is_err());
+    }
+
+    #[test]
+    fn queries_name_the_node_and_the_contract_metrics() {
+        let q = feature_query(Feature::CpuSecondsPerSecond, "pi-1", "5s");
+        assert!(
+            q.contains("greenpipe_node_cpu_seconds_total{node=\"pi-1\",mode!~"),
+            "{q}"
+        );
+        let q = feature_query(Feature::CpuCyclesPerSecond, "a\"b", "5s");
+        assert!(q.contains("node=\"a\\\"b\""), "{q}");
+        assert!(power_query("pi-1", "5s").contains("greenpipe_meter_power_watts{node=\"pi-1\"}"));
+    }
+}

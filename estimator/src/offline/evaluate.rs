@@ -1,0 +1,103 @@
+//! Runs many (model, training groups, scored groups) fits in parallel and scores each scored
+//! group separately. `train` and `crossval` both describe their work as a list of [`Job`]s.
+
+use indicatif::ProgressBar;
+
+use crate::offline::fit::{fit, par_map, predict};
+use crate::offline::metrics::{score, Score};
+use crate::offline::models::Candidate;
+use crate::offline::samples::NodeSamples;
+
+/// A model to evaluate: a candidate on some columns, optionally trained only on some groups.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The `model` column of the report.
+    pub label: String,
+    /// The regressor.
+    pub candidate: Candidate,
+    /// Columns of the samples it reads.
+    pub columns: Vec<usize>,
+    /// If set, training rows come only from these groups (the stress-only baseline).
+    pub only_groups: Option<Vec<usize>>,
+    /// A baseline: reported, never selected.
+    pub baseline: bool,
+}
+
+/// One fit and its scoring.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Index into the specs.
+    pub spec: usize,
+    /// Groups to train on.
+    pub train_groups: Vec<usize>,
+    /// Groups to score (each separately).
+    pub test_groups: Vec<usize>,
+}
+
+/// The score of one scored group.
+#[derive(Debug, Clone)]
+pub struct GroupResult {
+    /// The group.
+    pub group: usize,
+    /// Its rows, in order.
+    pub rows: Vec<usize>,
+    /// Predictions for those rows.
+    pub predicted: Vec<f64>,
+    /// Scores.
+    pub score: Score,
+}
+
+/// Runs every job; a job that cannot fit yields its error message.
+pub fn run(
+    s: &NodeSamples,
+    specs: &[Spec],
+    jobs: &[Job],
+    bar: &ProgressBar,
+) -> Vec<Result<Vec<GroupResult>, String>> {
+    par_map(
+        jobs,
+        |job| {
+            let spec = &specs[job.spec];
+            let train_groups: Vec<usize> = job
+                .train_groups
+                .iter()
+                .copied()
+                .filter(|g| spec.only_groups.as_ref().is_none_or(|o| o.contains(g)))
+                .collect();
+            let train = s.rows_of(&train_groups);
+            if train.is_empty() {
+                return Err(format!("{}: no training rows", spec.label));
+            }
+            let fitted = fit(s, &train, &spec.columns, &spec.candidate)
+                .map_err(|e| format!("{}: {e:#}", spec.label))?;
+            Ok(job
+                .test_groups
+                .iter()
+                .map(|&g| {
+                    let rows = s.rows_of(&[g]);
+                    let predicted = predict(&fitted, s, &rows);
+                    let measured: Vec<f64> = rows.iter().map(|&i| s.y[i]).collect();
+                    GroupResult {
+                        group: g,
+                        score: score(&measured, &predicted),
+                        rows,
+                        predicted,
+                    }
+                })
+                .collect())
+        },
+        || bar.inc(1),
+    )
+}
+
+/// A progress bar for `n` fits (drawn only on a terminal).
+pub fn progress(n: usize, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(n as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} fits (eta {eta})",
+    ) {
+        bar.set_style(style);
+    }
+    bar.set_message(what.to_string());
+    bar
+}

@@ -1,0 +1,104 @@
+//! The offline pipeline: `dataset` (Prometheus → trace CSV), `train` (grouped-CV model selection
+//! → model file), `validate` (score a model file on unseen traces) and `crossval`
+//! (leave-one-workload-out for every candidate and baseline, with nested selection).
+//!
+//! Honest validation is the default: whole workloads are held out, never single rows; repeated
+//! runs of a workload share a group; baselines are always reported beside the chosen model.
+
+pub mod attribution;
+pub mod baselines;
+pub mod cli;
+pub mod crossval;
+pub mod cv;
+pub mod dataset;
+pub mod evaluate;
+pub mod fit;
+pub mod metrics;
+pub mod models;
+pub mod plots;
+pub mod report;
+pub mod samples;
+pub mod train;
+pub mod validate;
+
+use anyhow::{bail, Context};
+use greenpipe_common::features::Feature;
+use regex::Regex;
+
+use models::Candidate;
+use samples::NodeSamples;
+
+/// Options shared by `train` and `crossval`.
+#[derive(Debug, Clone)]
+pub struct OfflineOptions {
+    /// Candidates to try.
+    pub candidates: Vec<Candidate>,
+    /// Workload groups matching this are CPU-stress runs (the stress-trained baseline).
+    pub stress_pattern: Regex,
+    /// Workload groups matching this stay in every training set and are never held out.
+    pub always_train: Option<Regex>,
+    /// Folds of the grouped k-fold used for selection.
+    pub folds: usize,
+    /// Features offered (None = every canonical column that varies).
+    pub features: Option<Vec<Feature>>,
+}
+
+impl OfflineOptions {
+    /// Builds options from command-line strings.
+    pub fn parse(
+        models: Option<&str>,
+        stress_pattern: &str,
+        always_train: Option<&str>,
+        folds: usize,
+        features: Option<&str>,
+    ) -> anyhow::Result<OfflineOptions> {
+        if folds < 2 {
+            bail!("--folds must be at least 2");
+        }
+        let features = features
+            .map(|list| {
+                list.split(',')
+                    .map(|f| {
+                        Feature::from_column(f.trim()).with_context(|| {
+                            format!(
+                                "unknown feature {f:?}; known: {}",
+                                Feature::ALL.map(Feature::column).join(", ")
+                            )
+                        })
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()
+            })
+            .transpose()?;
+        Ok(OfflineOptions {
+            candidates: match models {
+                Some(list) => models::parse_models(list)?,
+                None => models::default_candidates(),
+            },
+            stress_pattern: Regex::new(stress_pattern).context("--stress-pattern")?,
+            always_train: always_train
+                .map(Regex::new)
+                .transpose()
+                .context("--always-train")?,
+            folds,
+            features,
+        })
+    }
+
+    /// Splits the node's groups into (can be held out, always trained on).
+    pub fn split_groups(&self, s: &NodeSamples) -> anyhow::Result<(Vec<usize>, Vec<usize>)> {
+        let always: Vec<usize> = (0..s.groups.len())
+            .filter(|&g| {
+                self.always_train.as_ref().is_some_and(|re| {
+                    re.is_match(&s.groups[g])
+                        || s.traces
+                            .iter()
+                            .any(|t| t.group == g && re.is_match(&t.workload))
+                })
+            })
+            .collect();
+        let holdable = (0..s.groups.len())
+            .filter(|g| !always.contains(g))
+            .collect();
+        Ok((holdable, always))
+    }
+}

@@ -1,0 +1,241 @@
+//! The candidate regressors and their hyperparameter grid.
+//!
+//! Every candidate fits on standardised inputs and returns a [`ModelKind`], so cross-validation,
+//! validation and the online estimator all predict through the one implementation in
+//! `greenpipe_common::model`.
+
+pub mod knn;
+pub mod linear;
+pub mod trees;
+
+use anyhow::bail;
+use greenpipe_common::model::ModelKind;
+
+use crate::offline::samples::Matrix;
+use trees::{BoostParams, ForestParams, TreeParams};
+
+/// One model family with fixed hyperparameters.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Candidate {
+    /// Ordinary least squares.
+    Ols,
+    /// L2-penalised least squares.
+    Ridge {
+        /// Penalty.
+        alpha: f64,
+    },
+    /// L1-penalised least squares.
+    Lasso {
+        /// Penalty.
+        alpha: f64,
+    },
+    /// L1 + L2.
+    ElasticNet {
+        /// Penalty.
+        alpha: f64,
+        /// L1 share.
+        l1_ratio: f64,
+    },
+    /// Ridge on all degree-2 products of the inputs.
+    Polynomial {
+        /// Penalty.
+        alpha: f64,
+    },
+    /// k nearest neighbours.
+    Knn {
+        /// Neighbours.
+        k: usize,
+    },
+    /// Gradient-boosted trees.
+    Boosting(BoostParams),
+    /// Random forest.
+    Forest(ForestParams),
+    /// The mean of the members' predictions.
+    Ensemble(Vec<Candidate>),
+}
+
+/// Family names accepted by `--models`.
+pub const FAMILIES: [&str; 9] = [
+    "ols",
+    "ridge",
+    "lasso",
+    "elastic_net",
+    "polynomial_ridge",
+    "knn",
+    "gradient_boosting",
+    "random_forest",
+    "ensemble",
+];
+
+impl Candidate {
+    /// The family, one of [`FAMILIES`].
+    pub fn family(&self) -> &'static str {
+        match self {
+            Candidate::Ols => FAMILIES[0],
+            Candidate::Ridge { .. } => FAMILIES[1],
+            Candidate::Lasso { .. } => FAMILIES[2],
+            Candidate::ElasticNet { .. } => FAMILIES[3],
+            Candidate::Polynomial { .. } => FAMILIES[4],
+            Candidate::Knn { .. } => FAMILIES[5],
+            Candidate::Boosting(_) => FAMILIES[6],
+            Candidate::Forest(_) => FAMILIES[7],
+            Candidate::Ensemble(_) => FAMILIES[8],
+        }
+    }
+
+    /// Family and hyperparameters, e.g. `ridge(alpha=0.1)`; the `model` column of reports.
+    pub fn name(&self) -> String {
+        match self {
+            Candidate::Ols => "ols".into(),
+            Candidate::Ridge { alpha } => format!("ridge(alpha={alpha})"),
+            Candidate::Lasso { alpha } => format!("lasso(alpha={alpha})"),
+            Candidate::ElasticNet { alpha, l1_ratio } => {
+                format!("elastic_net(alpha={alpha};l1={l1_ratio})")
+            }
+            Candidate::Polynomial { alpha } => format!("polynomial_ridge(alpha={alpha})"),
+            Candidate::Knn { k } => format!("knn(k={k})"),
+            Candidate::Boosting(p) => format!(
+                "gradient_boosting({}trees={};lr={};depth={})",
+                if p.linear_base { "linear_base;" } else { "" },
+                p.trees,
+                p.learning_rate,
+                p.tree.max_depth
+            ),
+            Candidate::Forest(p) => {
+                format!(
+                    "random_forest(trees={};depth={})",
+                    p.trees, p.tree.max_depth
+                )
+            }
+            Candidate::Ensemble(members) => format!(
+                "ensemble({})",
+                members
+                    .iter()
+                    .map(Candidate::name)
+                    .collect::<Vec<_>>()
+                    .join("+")
+            ),
+        }
+    }
+
+    /// Fits on standardised inputs `x` (deterministic: fixed seed).
+    pub fn fit(&self, x: &Matrix, y: &[f64]) -> anyhow::Result<ModelKind> {
+        if x.rows < 2 {
+            bail!("{} rows are too few to fit {}", x.rows, self.name());
+        }
+        Ok(match self {
+            Candidate::Ols => {
+                let (intercept, coefficients) = linear::ols(x, y)?;
+                ModelKind::Linear {
+                    intercept,
+                    coefficients,
+                }
+            }
+            Candidate::Ridge { alpha } => {
+                let (intercept, coefficients) = linear::ridge(x, y, *alpha)?;
+                ModelKind::Linear {
+                    intercept,
+                    coefficients,
+                }
+            }
+            Candidate::Lasso { alpha } => net(x, y, *alpha, 1.0)?,
+            Candidate::ElasticNet { alpha, l1_ratio } => net(x, y, *alpha, *l1_ratio)?,
+            Candidate::Polynomial { alpha } => linear::polynomial(x, y, *alpha)?,
+            Candidate::Knn { k } => knn::fit(x, y, *k),
+            Candidate::Boosting(p) => trees::boost(x, y, *p, 7)?,
+            Candidate::Forest(p) => {
+                let mut p = *p;
+                if p.tree.features_per_split == 0 {
+                    p.tree.features_per_split = x.cols.div_ceil(3).max(1);
+                }
+                trees::forest(x, y, p, 7)
+            }
+            Candidate::Ensemble(members) => ModelKind::Ensemble {
+                members: members
+                    .iter()
+                    .map(|m| m.fit(x, y))
+                    .collect::<anyhow::Result<_>>()?,
+            },
+        })
+    }
+}
+
+fn net(x: &Matrix, y: &[f64], alpha: f64, l1_ratio: f64) -> anyhow::Result<ModelKind> {
+    let (intercept, coefficients) = linear::elastic_net(x, y, alpha, l1_ratio)?;
+    Ok(ModelKind::Linear {
+        intercept,
+        coefficients,
+    })
+}
+
+/// The default grid: a few settings per family, chosen to span under- and over-fitting on
+/// traces of a few thousand 1-2 s samples.
+pub fn default_candidates() -> Vec<Candidate> {
+    let boost = |linear_base| {
+        Candidate::Boosting(BoostParams {
+            trees: 150,
+            learning_rate: 0.05,
+            tree: TreeParams {
+                max_depth: 3,
+                min_leaf: 20,
+                features_per_split: 0,
+            },
+            linear_base,
+            subsample: 0.7,
+        })
+    };
+    let forest = Candidate::Forest(ForestParams {
+        trees: 40,
+        tree: TreeParams {
+            max_depth: 8,
+            min_leaf: 5,
+            features_per_split: 0,
+        },
+    });
+    vec![
+        Candidate::Ols,
+        Candidate::Ridge { alpha: 0.1 },
+        Candidate::Ridge { alpha: 1.0 },
+        Candidate::Lasso { alpha: 0.1 },
+        Candidate::Lasso { alpha: 1.0 },
+        Candidate::ElasticNet {
+            alpha: 0.1,
+            l1_ratio: 0.5,
+        },
+        Candidate::Polynomial { alpha: 0.1 },
+        Candidate::Polynomial { alpha: 1.0 },
+        Candidate::Knn { k: 10 },
+        Candidate::Knn { k: 50 },
+        boost(false),
+        boost(true),
+        forest.clone(),
+        Candidate::Ensemble(vec![forest.clone(), boost(false)]),
+        Candidate::Ensemble(vec![
+            forest,
+            boost(false),
+            Candidate::Polynomial { alpha: 0.1 },
+        ]),
+    ]
+}
+
+/// The default grid restricted to the comma-separated families in `list`.
+pub fn parse_models(list: &str) -> anyhow::Result<Vec<Candidate>> {
+    let wanted: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if let Some(bad) = wanted.iter().find(|w| !FAMILIES.contains(w)) {
+        bail!(
+            "unknown model family {bad:?}; known: {}",
+            FAMILIES.join(", ")
+        );
+    }
+    if wanted.is_empty() {
+        bail!("--models is empty; known: {}", FAMILIES.join(", "));
+    }
+    Ok(default_candidates()
+        .into_iter()
+        .filter(|c| wanted.contains(&c.family()))
+        .collect())
+}

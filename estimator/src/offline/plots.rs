@@ -1,0 +1,172 @@
+//! PNG plots with plotters' bitmap backend. Text is drawn with ab_glyph from a TrueType font
+//! read at run time (DejaVu Sans, Debian `fonts-dejavu-core`, installed by scripts/setup.sh), so
+//! no fontconfig or X server is needed; without the font the plots are skipped and the report
+//! says why.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use anyhow::{anyhow, Context};
+use plotters::prelude::*;
+
+use crate::offline::evaluate::GroupResult;
+use crate::offline::report::slug;
+use crate::offline::samples::NodeSamples;
+
+/// Fonts tried, in order.
+const FONT_PATHS: [&str; 2] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+];
+
+/// Registers the font once; the error says which files were tried.
+pub fn fonts() -> anyhow::Result<()> {
+    static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
+    REGISTERED
+        .get_or_init(|| {
+            let bytes = FONT_PATHS
+                .iter()
+                .find_map(|p| std::fs::read(p).ok())
+                .ok_or_else(|| {
+                    format!(
+                        "no font for plot labels (tried {FONT_PATHS:?}; install fonts-dejavu-core)"
+                    )
+                })?;
+            // plotters keeps registered fonts for the life of the process.
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+                .map_err(|_| "the DejaVu font could not be parsed".to_string())
+        })
+        .clone()
+        .map_err(|e| anyhow!(e))
+}
+
+/// Measured and predicted power over time (seconds since the first sample).
+pub fn time_series(
+    path: &Path,
+    title: &str,
+    t: &[f64],
+    measured: &[f64],
+    predicted: &[f64],
+) -> anyhow::Result<()> {
+    fonts()?;
+    let t0 = t.first().copied().unwrap_or(0.0);
+    let xs: Vec<f64> = t.iter().map(|v| v - t0).collect();
+    let x_max = xs.last().copied().unwrap_or(1.0).max(1.0);
+    let (lo, hi) = measured
+        .iter()
+        .chain(predicted)
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let pad = ((hi - lo) * 0.05).max(1.0);
+    let root = BitMapBackend::new(path, (1200, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max, (lo - pad)..(hi + pad))
+        .map_err(|e| anyhow!("{e:?}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("time since start of trace, s")
+        .y_desc("power, W")
+        .draw()
+        .map_err(|e| anyhow!("{e:?}"))?;
+    for (series, color, label) in [(measured, BLACK, "measured"), (predicted, RED, "predicted")] {
+        chart
+            .draw_series(LineSeries::new(
+                xs.iter().copied().zip(series.iter().copied()),
+                color.stroke_width(1),
+            ))
+            .map_err(|e| anyhow!("{e:?}"))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| anyhow!("{e:?}"))?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Histogram of relative errors `(predicted - measured) / measured`, percent, in 1 % bins.
+pub fn error_histogram(path: &Path, title: &str, errors_percent: &[f64]) -> anyhow::Result<()> {
+    fonts()?;
+    let clamp = |e: f64| e.clamp(-30.0, 30.0).round() as i32;
+    let mut counts = std::collections::BTreeMap::new();
+    for &e in errors_percent {
+        *counts.entry(clamp(e)).or_insert(0u32) += 1;
+    }
+    let top = counts.values().copied().max().unwrap_or(1);
+    let root = BitMapBackend::new(path, (900, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((-30i32..30i32).into_segmented(), 0u32..top + top / 10 + 1)
+        .map_err(|e| anyhow!("{e:?}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("error, % of measured (clamped to ±30)")
+        .y_desc("samples")
+        .draw()
+        .map_err(|e| anyhow!("{e:?}"))?;
+    chart
+        .draw_series(
+            Histogram::vertical(&chart)
+                .style(BLUE.filled())
+                .data(errors_percent.iter().map(|&e| (clamp(e), 1u32))),
+        )
+        .map_err(|e| anyhow!("{e:?}"))?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Plots for held-out predictions of one node: measured vs predicted over time per trace
+/// (`NODE__WORKLOAD__TAG.png`) and the error distribution over all of them
+/// (`NODE__errors__TAG.png`). `results` pairs each held-out group's predictions with the label
+/// of the model that made them.
+pub fn held_out(
+    dir: &Path,
+    s: &NodeSamples,
+    results: &[(GroupResult, String)],
+    tag: &str,
+) -> anyhow::Result<()> {
+    let mut errors = Vec::new();
+    for (r, label) in results {
+        for (&i, &p) in r.rows.iter().zip(&r.predicted) {
+            errors.push(100.0 * (p - s.y[i]) / s.y[i]);
+        }
+        for (t, trace) in s.traces.iter().enumerate() {
+            let ks: Vec<usize> = (0..r.rows.len())
+                .filter(|&k| s.trace[r.rows[k]] == t)
+                .collect();
+            if ks.is_empty() {
+                continue;
+            }
+            let pick = |f: &dyn Fn(usize) -> f64| ks.iter().map(|&k| f(k)).collect::<Vec<f64>>();
+            time_series(
+                &dir.join(format!(
+                    "{}__{}__{tag}.png",
+                    slug(&s.node),
+                    slug(&trace.workload)
+                )),
+                &format!("{} / {}: measured vs {label}", s.node, trace.workload),
+                &pick(&|k| s.timestamp[r.rows[k]]),
+                &pick(&|k| s.y[r.rows[k]]),
+                &pick(&|k| r.predicted[k]),
+            )?;
+        }
+    }
+    error_histogram(
+        &dir.join(format!("{}__errors__{tag}.png", slug(&s.node))),
+        &format!("{}: relative error on held-out workloads ({tag})", s.node),
+        &errors,
+    )
+}

@@ -1,0 +1,152 @@
+//! The report directory: `summary.csv` (one row per node × workload × model, plus `ALL` means),
+//! `report.md` and the PNG plots.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::offline::metrics::{mean, Score};
+use crate::offline::samples::NodeSamples;
+
+/// The exact header of `summary.csv`.
+pub const SUMMARY_HEADER: &str = "node,workload,samples,model,mape_percent,mae_watts,rmse_watts,r2";
+
+/// The `workload` value of the mean-over-workloads rows.
+pub const ALL: &str = "ALL";
+
+/// One `summary.csv` row.
+#[derive(Debug, Clone)]
+pub struct SummaryRow {
+    /// Node.
+    pub node: String,
+    /// Held-out workload (group), or [`ALL`].
+    pub workload: String,
+    /// Model label.
+    pub model: String,
+    /// Scores.
+    pub score: Score,
+}
+
+/// Rows of one model on one node: one per workload and the `ALL` mean.
+pub fn model_rows(node: &str, model: &str, per_workload: &[(String, Score)]) -> Vec<SummaryRow> {
+    let mut rows: Vec<SummaryRow> = per_workload
+        .iter()
+        .map(|(w, s)| SummaryRow {
+            node: node.into(),
+            workload: w.clone(),
+            model: model.into(),
+            score: *s,
+        })
+        .collect();
+    if !per_workload.is_empty() {
+        let scores: Vec<Score> = per_workload.iter().map(|(_, s)| *s).collect();
+        rows.push(SummaryRow {
+            node: node.into(),
+            workload: ALL.into(),
+            model: model.into(),
+            score: mean(&scores),
+        });
+    }
+    rows
+}
+
+/// Writes `summary.csv`.
+pub fn write_summary(dir: &Path, rows: &[SummaryRow]) -> anyhow::Result<()> {
+    let mut out = String::from(SUMMARY_HEADER);
+    out.push('\n');
+    for r in rows {
+        let s = &r.score;
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{:.4},{:.4},{:.4},{:.4}",
+            r.node, r.workload, s.samples, r.model, s.mape_percent, s.mae_watts, s.rmse_watts, s.r2
+        );
+    }
+    let path = dir.join("summary.csv");
+    std::fs::write(&path, out).with_context(|| format!("writing {}", path.display()))
+}
+
+/// A markdown table of the `ALL` rows of `rows`, best MAPE first.
+pub fn all_table(rows: &[SummaryRow]) -> String {
+    let mut all: Vec<&SummaryRow> = rows.iter().filter(|r| r.workload == ALL).collect();
+    all.sort_by(|a, b| {
+        (a.node.as_str(), a.score.mape_percent)
+            .partial_cmp(&(b.node.as_str(), b.score.mape_percent))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let mut out = String::from(
+        "| node | model | MAPE % | MAE W | RMSE W | R² |\n|---|---|---|---|---|---|\n",
+    );
+    for r in all {
+        let s = &r.score;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.3} |",
+            r.node, r.model, s.mape_percent, s.mae_watts, s.rmse_watts, s.r2
+        );
+    }
+    out
+}
+
+/// A markdown table: one row per workload, one MAPE column per listed model.
+pub fn workload_table(rows: &[SummaryRow], node: &str, models: &[&str]) -> String {
+    let mut workloads: Vec<&str> = Vec::new();
+    for r in rows.iter().filter(|r| r.node == node) {
+        if !workloads.contains(&r.workload.as_str()) {
+            workloads.push(&r.workload);
+        }
+    }
+    let mut out = format!("| workload (MAPE %) | {} |\n|---|", models.join(" | "));
+    out.push_str(&"---|".repeat(models.len()));
+    out.push('\n');
+    for w in workloads {
+        let cells: Vec<String> = models
+            .iter()
+            .map(|m| {
+                rows.iter()
+                    .find(|r| r.node == node && r.workload == w && r.model == *m)
+                    .map(|r| format!("{:.2}", r.score.mape_percent))
+                    .unwrap_or_else(|| "–".into())
+            })
+            .collect();
+        let _ = writeln!(out, "| {w} | {} |", cells.join(" | "));
+    }
+    out
+}
+
+/// Creates the report directory.
+pub fn create_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating report directory {}", dir.display()))
+}
+
+/// A file-name-safe version of a label.
+pub fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A markdown list of the node's trace files and the rows kept from each.
+pub fn trace_list(s: &NodeSamples) -> String {
+    let mut out = String::from("Traces:\n\n");
+    for t in &s.traces {
+        let _ = writeln!(
+            out,
+            "- `{}`: workload {} (group {}), {} rows",
+            t.path.display(),
+            t.workload,
+            s.groups[t.group],
+            t.rows
+        );
+    }
+    out.push('\n');
+    out
+}

@@ -1,0 +1,359 @@
+//! `train`: per node, grouped k-fold CV (workloads as groups) of every candidate, pick the best
+//! by CV MAPE, refit it on all the node's data and write the model file the online estimator
+//! reads, with standardisation, idle power, attribution weights and every CV score inside.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use greenpipe_common::model::{
+    ModelFile, NodeModel, NodeSelector, Scores, TrainingInfo, SCHEMA_VERSION,
+};
+
+use crate::offline::evaluate::{self, GroupResult, Job, Spec};
+use crate::offline::metrics::{mean, Score};
+use crate::offline::report::{self, SummaryRow};
+use crate::offline::samples::{self, NodeSamples};
+use crate::offline::{attribution, baselines, cv, fit, plots, OfflineOptions};
+
+/// Arguments of `train`.
+#[derive(Debug, Clone)]
+pub struct TrainArgs {
+    /// Trace files or directories.
+    pub traces: Vec<PathBuf>,
+    /// Model file to write.
+    pub out: PathBuf,
+    /// Optional report directory.
+    pub report: Option<PathBuf>,
+    /// Shared options.
+    pub options: OfflineOptions,
+}
+
+/// One node's training outcome.
+#[derive(Debug, Clone)]
+pub struct NodeTraining {
+    /// The model written.
+    pub model: NodeModel,
+    /// CV rows of every spec.
+    pub rows: Vec<SummaryRow>,
+    /// CV predictions of the chosen candidate.
+    pub chosen_cv: Vec<GroupResult>,
+    /// Label of the chosen candidate.
+    pub chosen: String,
+    /// Notes for the report.
+    pub notes: Vec<String>,
+}
+
+/// Trains every node found in the traces and writes the model file (and the report).
+pub fn run(args: &TrainArgs) -> anyhow::Result<ModelFile> {
+    let nodes = samples::load(&args.traces, args.options.features.as_deref())?;
+    let mut trained = Vec::new();
+    for s in &nodes {
+        trained.push(node(s, &args.options)?);
+    }
+    let file = ModelFile {
+        schema_version: SCHEMA_VERSION,
+        models: trained.iter().map(|t| t.model.clone()).collect(),
+    };
+    // Refuse to write what the online estimator would refuse to read.
+    let text = file.to_json();
+    ModelFile::from_json(&text).context("the trained model file does not pass its own check")?;
+    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&args.out, text).with_context(|| format!("writing {}", args.out.display()))?;
+    if let Some(dir) = &args.report {
+        report::create_dir(dir)?;
+        let rows: Vec<SummaryRow> = trained.iter().flat_map(|t| t.rows.clone()).collect();
+        report::write_summary(dir, &rows)?;
+        let mut md = String::from("# Training report\n\n");
+        for (s, t) in nodes.iter().zip(&mut trained) {
+            let labelled: Vec<(GroupResult, String)> = t
+                .chosen_cv
+                .iter()
+                .map(|r| (r.clone(), t.chosen.clone()))
+                .collect();
+            if let Err(e) = plots::held_out(dir, s, &labelled, "cv") {
+                t.notes.push(format!("plots skipped: {e:#}"));
+            }
+            md.push_str(&markdown(s, t, &args.options));
+        }
+        std::fs::write(dir.join("report.md"), md)?;
+    }
+    Ok(file)
+}
+
+/// Selects, refits and describes one node's model.
+pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining> {
+    let (holdable, always) = o.split_groups(s)?;
+    if holdable.len() < 2 {
+        bail!(
+            "node {}: grouped cross-validation needs at least 2 workloads that can be held out, \
+             found {} ({:?})",
+            s.node,
+            holdable.len(),
+            s.groups
+        );
+    }
+    let mut notes = s.notes.clone();
+    let all_columns: Vec<usize> = (0..s.features.len()).collect();
+    let mut specs: Vec<Spec> = o
+        .candidates
+        .iter()
+        .map(|c| Spec {
+            label: c.name(),
+            candidate: c.clone(),
+            columns: all_columns.clone(),
+            only_groups: None,
+            baseline: false,
+        })
+        .collect();
+    specs.extend(baselines::specs(s, &o.stress_pattern, &mut notes));
+    let splits = cv::splits(s, &holdable, &always, o.folds);
+    let jobs: Vec<Job> = splits
+        .iter()
+        .flat_map(|split| {
+            (0..specs.len()).map(move |spec| Job {
+                spec,
+                train_groups: split.train_groups.clone(),
+                test_groups: split.test_groups.clone(),
+            })
+        })
+        .collect();
+    let bar = evaluate::progress(jobs.len(), &format!("train {}", s.node));
+    let results = evaluate::run(s, &specs, &jobs, &bar);
+    bar.finish_and_clear();
+
+    let mut per_spec: Vec<Vec<GroupResult>> = vec![Vec::new(); specs.len()];
+    let mut failed = vec![false; specs.len()];
+    for (job, r) in jobs.iter().zip(results) {
+        match r {
+            Ok(r) => per_spec[job.spec].extend(r),
+            Err(e) => {
+                failed[job.spec] = true;
+                notes.push(e);
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    let mut means: Vec<Option<Score>> = Vec::new();
+    for (spec, results) in specs.iter().zip(&per_spec) {
+        let mut per: Vec<(String, Score)> = results
+            .iter()
+            .map(|r| (s.groups[r.group].clone(), r.score))
+            .collect();
+        per.sort_by(|a, b| a.0.cmp(&b.0));
+        rows.extend(report::model_rows(&s.node, &spec.label, &per));
+        means.push((!per.is_empty()).then(|| mean(&per.iter().map(|p| p.1).collect::<Vec<_>>())));
+    }
+    let best = (0..specs.len())
+        .filter(|&i| !specs[i].baseline && !failed[i])
+        .filter_map(|i| means[i].map(|m| (i, m)))
+        .min_by(|a, b| a.1.mape_percent.total_cmp(&b.1.mape_percent));
+    let Some((best, best_score)) = best else {
+        bail!("node {}: no candidate could be fitted: {notes:?}", s.node);
+    };
+    let spec = &specs[best];
+    let all_rows: Vec<usize> = (0..s.y.len()).collect();
+    let fitted = fit::fit(s, &all_rows, &spec.columns, &spec.candidate)?;
+    let (idle, weights) = attribution::fit(&s.features, &s.x, &s.y);
+    let mut scores = Scores {
+        cv_mape_percent: Some(best_score.mape_percent),
+        ..Default::default()
+    };
+    scores
+        .extra
+        .insert("cv_mae_watts".into(), best_score.mae_watts);
+    scores
+        .extra
+        .insert("cv_rmse_watts".into(), best_score.rmse_watts);
+    if best_score.r2.is_finite() {
+        scores.extra.insert("cv_r2".into(), best_score.r2);
+    }
+    for (spec, m) in specs.iter().zip(&means) {
+        if let Some(m) = m {
+            scores
+                .extra
+                .insert(format!("cv_mape_percent:{}", spec.label), m.mape_percent);
+        }
+    }
+    let (from, to) = s
+        .timestamp
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &t| (a.min(t), b.max(t)));
+    let model = NodeModel {
+        name: format!("{}-{}", spec.candidate.family(), s.node),
+        selector: NodeSelector {
+            node: Some(s.node.clone()),
+            ..Default::default()
+        },
+        features: fitted.scaling,
+        regressor: fitted.kind,
+        idle_power_watts: idle,
+        attribution_weights: weights,
+        training: Some(TrainingInfo {
+            from,
+            to,
+            samples: s.y.len() as u64,
+            workloads: s.traces.iter().map(|t| t.workload.clone()).collect(),
+        }),
+        scores,
+        source: None,
+    };
+    Ok(NodeTraining {
+        model,
+        rows,
+        chosen_cv: per_spec[best].clone(),
+        chosen: spec.label.clone(),
+        notes,
+    })
+}
+
+fn markdown(s: &NodeSamples, t: &NodeTraining, o: &OfflineOptions) -> String {
+    let mut md = String::new();
+    let m = &t.model;
+    let _ = writeln!(md, "## {}\n", s.node);
+    let _ = writeln!(
+        md,
+        "Chosen: `{}` (model `{}`), grouped {}-fold CV MAPE {:.2} % over workloads {}.\n",
+        t.chosen,
+        m.name,
+        o.folds,
+        m.scores.cv_mape_percent.unwrap_or(f64::NAN),
+        s.groups.join(", ")
+    );
+    md.push_str(&report::trace_list(s));
+    md.push_str("Cross-validation, mean over held-out workloads (baselines side by side):\n\n");
+    md.push_str(&report::all_table(&t.rows));
+    let _ = writeln!(
+        md,
+        "\nIdle power: {:.2} W. Attribution weights (non-negative least squares on raw features):\n",
+        m.idle_power_watts
+    );
+    md.push_str("| feature | mean | scale | W per unit |\n|---|---|---|---|\n");
+    for (sc, w) in m.features.iter().zip(&m.attribution_weights) {
+        let _ = writeln!(
+            md,
+            "| {} | {:.4e} | {:.4e} | {:.4e} |",
+            sc.feature.column(),
+            sc.mean,
+            sc.scale,
+            w.watts_per_unit
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nPlots of the chosen candidate's CV predictions: `{0}__<workload>__cv.png`, error \
+         distribution `{0}__errors__cv.png`.\n",
+        report::slug(&s.node)
+    );
+    for n in &t.notes {
+        let _ = writeln!(md, "- note: {n}");
+    }
+    md.push('\n');
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offline::samples::{Matrix, TraceInfo};
+    use greenpipe_common::features::Feature;
+    use greenpipe_common::model::ModelKind;
+
+    /// power = 40 + 12·cpu + 3e-8·disk over five workloads with different mixes.
+    pub(crate) fn synthetic() -> NodeSamples {
+        let features = vec![Feature::CpuSecondsPerSecond, Feature::DiskBytesPerSecond];
+        let mut s = NodeSamples {
+            node: "syn".into(),
+            x: Matrix {
+                rows: 0,
+                cols: 2,
+                data: vec![],
+            },
+            features,
+            y: vec![],
+            timestamp: vec![],
+            trace: vec![],
+            group: vec![],
+            groups: vec![],
+            traces: vec![],
+            notes: vec![],
+        };
+        for w in 0..5 {
+            s.groups.push(format!("w{w}"));
+            s.traces.push(TraceInfo {
+                path: format!("w{w}.csv").into(),
+                workload: format!("w{w}"),
+                group: w,
+                rows: 200,
+            });
+            for i in 0..200 {
+                let cpu = ((i * (w + 3)) % 37) as f64 / 9.0;
+                let disk = (((i * 7 + w * 11) % 29) as f64) * 1e7;
+                s.x.data.extend([cpu, disk]);
+                s.x.rows += 1;
+                s.y.push(40.0 + 12.0 * cpu + 3e-8 * disk);
+                s.timestamp.push((w * 1000 + i) as f64);
+                s.trace.push(w);
+                s.group.push(w);
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn known_coefficients_are_recovered() {
+        let s = synthetic();
+        let o = OfflineOptions::parse(Some("ols,ridge,knn"), "stress", None, 5, None).unwrap();
+        let t = node(&s, &o).unwrap();
+        let m = &t.model;
+        // Exact linear data: OLS must win with ~0 CV error.
+        assert!(t.chosen == "ols", "chose {}", t.chosen);
+        assert!(m.scores.cv_mape_percent.unwrap() < 1e-6);
+        let ModelKind::Linear {
+            intercept,
+            coefficients,
+        } = &m.regressor
+        else {
+            panic!("{:?}", m.regressor)
+        };
+        // Back from standardised to raw units.
+        let raw: Vec<f64> = coefficients
+            .iter()
+            .zip(&m.features)
+            .map(|(c, s)| c / s.scale)
+            .collect();
+        let raw_intercept = intercept
+            - coefficients
+                .iter()
+                .zip(&m.features)
+                .map(|(c, s)| c * s.mean / s.scale)
+                .sum::<f64>();
+        assert!((raw[0] - 12.0).abs() < 1e-6, "{raw:?}");
+        assert!((raw[1] - 3e-8).abs() < 1e-12, "{raw:?}");
+        assert!((raw_intercept - 40.0).abs() < 1e-6, "{raw_intercept}");
+        // The attribution fit sees the same non-negative truth.
+        assert!(
+            (m.idle_power_watts - 40.0).abs() < 1e-3,
+            "{}",
+            m.idle_power_watts
+        );
+        assert!((m.attribution_weights[0].watts_per_unit - 12.0).abs() < 1e-3);
+        assert!((m.attribution_weights[1].watts_per_unit - 3e-8).abs() < 1e-11);
+        // Baselines are scored beside the candidates.
+        assert!(m
+            .scores
+            .extra
+            .contains_key(&format!("cv_mape_percent:{}", baselines::CPU_ONLY)));
+    }
+
+    #[test]
+    fn always_train_workloads_are_never_scored() {
+        let s = synthetic();
+        let o = OfflineOptions::parse(Some("ols"), "stress", Some("^w0$"), 3, None).unwrap();
+        let t = node(&s, &o).unwrap();
+        assert!(t.rows.iter().all(|r| r.workload != "w0"));
+        assert!(t.rows.iter().any(|r| r.workload == "w1"));
+    }
+}

@@ -1,0 +1,382 @@
+//! The offline pipeline end to end through a real Prometheus: known series are written into its
+//! TSDB, `dataset` range-queries them into trace CSVs, `train` fits a model file on two workloads
+//! and `validate` scores it on the third; the model file then loads and predicts in the online
+//! estimator's reader (`greenpipe_common::model`).
+//!
+//! The series go in through Prometheus's own backfill (`promtool tsdb create-blocks-from
+//! openmetrics`) rather than remote write: backfill takes samples with any past timestamp (remote
+//! write refuses samples older than the head block), needs no protobuf/snappy writer in the test,
+//! and ships with the Debian package the tests already use.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use greenpipe_common::features::{trace_header, Feature, FeatureValues};
+use greenpipe_common::model::ModelFile;
+use greenpipe_common::trace::parse_trace;
+use greenpipe_tests::{workspace_binary, Prometheus};
+
+const NODE: &str = "rt-node";
+/// Seconds per workload run and between runs.
+const RUN: i64 = 600;
+const GAP: i64 = 100;
+/// Seconds a load level holds (long against the 5 s rate window, so most rows are steady).
+const LEVEL: i64 = 60;
+
+/// Deterministic load levels: CPU seconds per second and disk bytes per second.
+fn levels(workload: usize, t: i64) -> (f64, f64) {
+    let k = (t / LEVEL) as u64 + 31 * workload as u64;
+    let h = k.wrapping_mul(2_654_435_761) % 1000;
+    let cpu = 0.2 + 3.6 * (h as f64 / 1000.0);
+    let disk = 5e7 * (((h * 7 + workload as u64 * 3) % 10) as f64 / 10.0);
+    (cpu, disk)
+}
+
+fn true_power(cpu: f64, disk: f64) -> f64 {
+    30.0 + 8.0 * cpu + 2e-7 * disk
+}
+
+/// Metric family → (type, series labels → (timestamp, value) points).
+type Families<'a> = BTreeMap<&'a str, (&'a str, Vec<(String, Vec<(i64, f64)>)>)>;
+
+/// OpenMetrics text of three workload runs starting at `t0`.
+fn openmetrics(t0: i64) -> String {
+    let mut families: Families = BTreeMap::new();
+    let series = |labels: &str| format!("{{node=\"{NODE}\",{labels}}}");
+    let mut user = Vec::new();
+    let mut idle = Vec::new();
+    let mut disk_c = Vec::new();
+    let mut cycles = Vec::new();
+    let mut power = Vec::new();
+    let (mut u, mut i, mut d, mut c) = (0.0, 0.0, 0.0, 0.0);
+    for w in 0..3 {
+        let start = t0 + w as i64 * (RUN + GAP);
+        for t in start..start + RUN {
+            let (cpu, disk) = levels(w, t - start);
+            u += cpu;
+            i += 4.0 - cpu;
+            d += disk;
+            c += 2e9 * cpu + 1e8 * ((t % 5) as f64);
+            user.push((t, u));
+            idle.push((t, i));
+            disk_c.push((t, d));
+            cycles.push((t, c));
+            power.push((t, true_power(cpu, disk)));
+        }
+    }
+    families.insert(
+        "greenpipe_node_cpu_seconds",
+        (
+            "counter",
+            vec![
+                (series("mode=\"user\""), user),
+                (series("mode=\"idle\""), idle),
+            ],
+        ),
+    );
+    families.insert(
+        "greenpipe_node_disk_bytes",
+        (
+            "counter",
+            vec![(series("device=\"sda\",direction=\"read\""), disk_c)],
+        ),
+    );
+    families.insert(
+        "greenpipe_container_cpu_cycles",
+        (
+            "counter",
+            vec![(
+                series("container_id=\"system\",pod_uid=\"\",source=\"perf\""),
+                cycles,
+            )],
+        ),
+    );
+    families.insert(
+        "greenpipe_meter_power_watts",
+        (
+            "gauge",
+            vec![(series("meter=\"m0\",kind=\"um25c\""), power)],
+        ),
+    );
+    let mut out = String::new();
+    for (family, (kind, series)) in families {
+        let _ = writeln!(out, "# TYPE {family} {kind}");
+        let sample = if kind == "counter" {
+            format!("{family}_total")
+        } else {
+            family.to_string()
+        };
+        for (labels, points) in series {
+            for (t, v) in points {
+                let _ = writeln!(out, "{sample}{labels} {v} {t}");
+            }
+        }
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
+fn estimator(args: &[&str]) -> Output {
+    let out = Command::new(workspace_binary("greenpipe-estimator"))
+        .args(args)
+        .output()
+        .expect("running greenpipe-estimator");
+    eprintln!(
+        "greenpipe-estimator {args:?}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn ok(args: &[&str]) {
+    assert!(estimator(args).status.success(), "{args:?} failed");
+}
+
+#[test]
+fn dataset_train_validate_round_trip_through_prometheus() {
+    // Four hours back: inside the 1 d retention, older than anything in the head block.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let t0 = now - 4 * 3600;
+    let mut prom = Prometheus::start(&[], "1s").expect("prometheus");
+    prom.stop();
+    let input = prom.dir.path().join("backfill.om");
+    std::fs::write(&input, openmetrics(t0)).unwrap();
+    let status = Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics", "--quiet"])
+        .arg(&input)
+        .arg(prom.dir.path().join("data"))
+        .status()
+        .expect("running promtool (scripts/setup.sh installs prometheus)");
+    assert!(status.success(), "promtool backfill failed");
+    prom.spawn()
+        .expect("prometheus restarts on the backfilled data");
+
+    let work = tempfile::tempdir().unwrap();
+    let traces = work.path().join("traces");
+    let names = ["alpha", "beta", "gamma"];
+    for (w, name) in names.iter().enumerate() {
+        let start = t0 + w as i64 * (RUN + GAP);
+        ok(&[
+            "dataset",
+            "--prometheus-url",
+            &prom.url,
+            "--node",
+            NODE,
+            "--from",
+            &(start + 10).to_string(),
+            "--to",
+            &(start + RUN - 1).to_string(),
+            "--step",
+            "1s",
+            "--workload",
+            name,
+            "--out",
+            traces.to_str().unwrap(),
+        ]);
+    }
+    // The trace is in the canonical format and carries the series' values.
+    let alpha = traces.join("alpha.csv");
+    let text = std::fs::read_to_string(&alpha).unwrap();
+    assert_eq!(text.lines().next(), Some(trace_header().as_str()));
+    let rows = parse_trace("alpha.csv", &text).unwrap();
+    assert!(rows.len() >= (RUN - 12) as usize, "{} rows", rows.len());
+    // A steady row: 30 s into the second level, well past the 5 s rate window.
+    let steady = t0 + LEVEL + 30;
+    let row = rows
+        .iter()
+        .find(|r| r.timestamp == steady as f64)
+        .expect("a row at every step");
+    let (cpu, disk) = levels(0, LEVEL + 30);
+    let got_cpu = row.features.get(Feature::CpuSecondsPerSecond).unwrap();
+    assert!((got_cpu - cpu).abs() < 1e-6 * cpu, "{got_cpu} vs {cpu}");
+    let got_disk = row.features.get(Feature::DiskBytesPerSecond).unwrap();
+    assert!(
+        (got_disk - disk).abs() <= 1e-6 * disk.max(1.0),
+        "{got_disk} vs {disk}"
+    );
+    assert_eq!(row.power_watts, Some(true_power(cpu, disk)));
+    assert!(row.features.get(Feature::CpuCyclesPerSecond).is_some());
+    assert_eq!(row.features.get(Feature::MemoryUsedBytes), None);
+    // Series the exporter did not write stay empty cells rather than 0: instructions, cache
+    // misses, page cache, network, memory and frequency.
+    let cells: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
+    for empty in [6, 7, 8, 9, 11, 12] {
+        assert_eq!(cells[empty], "", "cell {empty} of {cells:?}");
+    }
+
+    // Train on alpha and beta, validate on gamma.
+    let model = work.path().join("model.json");
+    let train_report = work.path().join("train-report");
+    ok(&[
+        "train",
+        "--traces",
+        traces.join("alpha.csv").to_str().unwrap(),
+        traces.join("beta.csv").to_str().unwrap(),
+        "--out",
+        model.to_str().unwrap(),
+        "--report",
+        train_report.to_str().unwrap(),
+        "--models",
+        "ols,ridge,gradient_boosting",
+    ]);
+    let report = work.path().join("validate-report");
+    ok(&[
+        "validate",
+        "--model",
+        model.to_str().unwrap(),
+        "--traces",
+        traces.join("gamma.csv").to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let summary = std::fs::read_to_string(report.join("summary.csv")).unwrap();
+    let mut lines = summary.lines();
+    assert_eq!(
+        lines.next(),
+        Some("node,workload,samples,model,mape_percent,mae_watts,rmse_watts,r2")
+    );
+    let all: Vec<&str> = summary
+        .lines()
+        .find(|l| l.starts_with(&format!("{NODE},ALL,")))
+        .expect("an ALL row")
+        .split(',')
+        .collect();
+    let mape: f64 = all[4].parse().unwrap();
+    // Only the rows of a level change (5 of every 60 s) carry error.
+    assert!(mape < 3.0, "validation MAPE {mape} %");
+    assert!(report.join("report.md").exists());
+    assert!(train_report.join("summary.csv").exists());
+
+    // The model file loads in the online estimator's reader and predicts from raw features.
+    let file = ModelFile::from_json(&std::fs::read_to_string(&model).unwrap()).unwrap();
+    let m = file
+        .select(NODE, &BTreeMap::new())
+        .expect("model for the node");
+    assert!(m
+        .attribution_weights
+        .iter()
+        .all(|w| w.watts_per_unit >= 0.0));
+    let mut x = FeatureValues::default();
+    x.set(Feature::CpuSecondsPerSecond, Some(2.0));
+    x.set(Feature::DiskBytesPerSecond, Some(2e7));
+    x.set(Feature::CpuCyclesPerSecond, Some(4.2e9));
+    let watts = m.predict(&x).unwrap();
+    let want = true_power(2.0, 2e7);
+    assert!((watts - want).abs() < 0.05 * want, "{watts} vs {want}");
+    assert!(
+        (m.idle_power_watts - 30.0).abs() < 3.0,
+        "idle {}",
+        m.idle_power_watts
+    );
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn bad_traces_are_refused_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = trace_header();
+    let good_row = |t: i64| format!("{t},n,w,10,1,,,,,,,,");
+    let cases = [
+        (
+            "header.csv",
+            format!("timestamp,power\n{}\n", good_row(1)),
+            "header.csv:1:",
+        ),
+        (
+            "cell.csv",
+            format!("{h}\n{}\n1,n,w,ten,1,,,,,,,,\n", good_row(0)),
+            "cell.csv:3: column power_watts",
+        ),
+        (
+            "back.csv",
+            format!("{h}\n{}\n{}\n{}\n", good_row(5), good_row(6), good_row(4)),
+            "back.csv:4: timestamp 4 goes backwards",
+        ),
+        (
+            "short.csv",
+            format!("{h}\n{}\n", good_row(1)),
+            "short.csv: 1 data rows",
+        ),
+    ];
+    let out_model = dir.path().join("m.json");
+    for (name, body, expected) in cases {
+        let path = write(dir.path(), name, &body);
+        let out = estimator(&[
+            "train",
+            "--traces",
+            &path,
+            "--out",
+            out_model.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+        assert!(!out_model.exists(), "{name}: a model was written");
+    }
+    // Constant and empty columns are reported, not fatal; one feature that varies is enough.
+    let mut body = format!("{h}\n");
+    for (w, name) in ["a", "b"].iter().enumerate() {
+        for t in 0..20 {
+            let cpu = (t % 4) as f64 + w as f64;
+            let _ = writeln!(
+                body,
+                "{},n,{name},{},{cpu},,,,,,,8e9,",
+                t + 100 * w,
+                10.0 + 2.0 * cpu
+            );
+        }
+    }
+    let path = write(dir.path(), "const.csv", &body);
+    let report = dir.path().join("r");
+    let out = estimator(&[
+        "train",
+        "--traces",
+        &path,
+        "--out",
+        out_model.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--models",
+        "ols",
+    ]);
+    // Two workloads in one file is itself refused: one workload per trace.
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("one workload per trace"));
+    let (a, b): (Vec<&str>, Vec<&str>) = body.lines().skip(1).partition(|l| l.contains(",a,"));
+    let pa = write(dir.path(), "a.csv", &format!("{h}\n{}\n", a.join("\n")));
+    let pb = write(dir.path(), "b.csv", &format!("{h}\n{}\n", b.join("\n")));
+    let out = estimator(&[
+        "train",
+        "--traces",
+        &pa,
+        &pb,
+        "--out",
+        out_model.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--models",
+        "ols",
+    ]);
+    assert!(out.status.success());
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(md.contains("memory_used_bytes is constant"), "{md}");
+    assert!(
+        md.contains("cpu_cycles_per_second is empty in every trace"),
+        "{md}"
+    );
+    let file = ModelFile::from_json(&std::fs::read_to_string(&out_model).unwrap()).unwrap();
+    assert_eq!(
+        file.models[0].required_features(),
+        vec![Feature::CpuSecondsPerSecond]
+    );
+}
