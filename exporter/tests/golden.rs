@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use greenpipe_common::names::{container, exporter, label, node, SYSTEM_CONTAINER};
+use greenpipe_common::names::{container, exporter, label, node, source, SYSTEM_CONTAINER};
 use greenpipe_exporter::config::Config;
 use greenpipe_exporter::metrics::MetricSet;
 use greenpipe_exporter::paths::Paths;
@@ -156,7 +156,8 @@ fn system_completes_containers_to_node_totals() {
         .iter()
         .map(|m| value(&set, node::CPU_SECONDS_TOTAL, &[(label::MODE, m)]).unwrap())
         .sum();
-    let cpu = sum_over_containers(&set, container::CPU_SECONDS_TOTAL, &[]);
+    let cgroup = [(label::SOURCE, source::CGROUP)];
+    let cpu = sum_over_containers(&set, container::CPU_SECONDS_TOTAL, &cgroup);
     assert!(
         (cpu - busy).abs() < 1e-6,
         "Σ container CPU {cpu} vs node busy {busy}"
@@ -176,7 +177,7 @@ fn system_completes_containers_to_node_totals() {
     let disk_read = sum_over_containers(
         &set,
         container::DISK_BYTES_TOTAL,
-        &[(label::DIRECTION, "read")],
+        &[(label::DIRECTION, "read"), (label::SOURCE, source::CGROUP)],
     );
     let node_read: f64 = set
         .family(node::DISK_BYTES_TOTAL)

@@ -48,11 +48,11 @@ impl Scraper {
     }
 }
 
+/// The cgroup-sourced CPU seconds of a container (the eBPF collector adds `source="bpf"`).
 fn container_cpu(text: &str, id: &str) -> Option<f64> {
     sample(
         text,
         container::CPU_SECONDS_TOTAL,
-        // The ebpf collector exports the same name with source="bpf"; this test is about cgroup files.
         &[(label::CONTAINER_ID, id), (label::SOURCE, source::CGROUP)],
     )
 }
@@ -116,7 +116,10 @@ fn container_cpu_tracks_cpu_stat_and_is_not_system() {
     let k1 = usage_seconds(&dir);
     let mid = scraper.fresh();
     let k2 = usage_seconds(&dir);
-    let e = container_cpu(&mid, &id).expect("container series during load");
+    let e = container_cpu(&mid, &id).unwrap_or_else(|| {
+        let ours: Vec<&str> = mid.lines().filter(|l| l.contains(id.as_str())).collect();
+        panic!("no single cgroup CPU series for {id} during load: {ours:#?}")
+    });
     assert!(
         k1 <= e + 1e-6 && e <= k2 + 1e-6,
         "exporter {e} s outside kernel readings [{k1}, {k2}] s"

@@ -24,8 +24,9 @@
 //! `system` (see [`remainder`]): CPU from `/proc/stat` busy time (all modes but idle and iowait),
 //! disk from the same whole disks in `/proc/diskstats`, both as counters advancing by what
 //! containers do not explain; memory = (`MemTotal - MemFree`) - Σ container memory (a cgroup's
-//! memory includes its page cache, so the node side does too); processes = processes in
-//! `/proc` minus Σ container processes. No `system` network series: traffic of the host namespace cannot be
+//! memory includes its page cache, so the node side does too); processes = Σ `cgroup.procs`
+//! over every cgroup of the v2 hierarchy (every process is in exactly one; listing `/proc`
+//! instead costs 1.5 ms per tick with 1,000 processes) minus Σ container processes. No `system` network series: traffic of the host namespace cannot be
 //! split from container traffic forwarded through it without packet-level accounting.
 
 pub mod layout;
@@ -85,17 +86,21 @@ struct Tracked {
     seen: u64,
     /// The container's cgroup and its descendants, in the hierarchy it was found in.
     proc_dirs: Vec<PathBuf>,
-    cpu: Option<(PathBuf, CpuFile)>,
-    memory: Option<PathBuf>,
-    io: Option<(PathBuf, IoFile)>,
+    /// `cgroup.procs` of each of `proc_dirs`.
+    procs: Vec<TextFile>,
+    cpu: Option<(TextFile, CpuFile)>,
+    memory: Option<TextFile>,
+    io: Option<(TextFile, IoFile)>,
     last_cpu: Option<f64>,
     last_io: Option<IoBytes>,
+    /// The process whose network namespace was last looked up, and that namespace.
+    netns: Option<(u32, Option<String>)>,
 }
 
-fn first_existing<T: Copy>(candidates: &[(Option<&Path>, &str, T)]) -> Option<(PathBuf, T)> {
+fn first_existing<T: Copy>(candidates: &[(Option<&Path>, &str, T)]) -> Option<(TextFile, T)> {
     candidates.iter().find_map(|(dir, file, kind)| {
         let p = (*dir)?.join(file);
-        p.exists().then_some((p, *kind))
+        p.exists().then(|| (TextFile::new(p), *kind))
     })
 }
 
@@ -112,6 +117,7 @@ impl Tracked {
             nested: false,
             seen: 0,
             proc_dirs: Vec::new(),
+            procs: Vec::new(),
             cpu: first_existing(&[
                 (v2.as_deref(), "cpu.stat", CpuFile::CpuStat),
                 (cpuacct.as_deref(), "cpuacct.usage", CpuFile::CpuacctUsage),
@@ -120,7 +126,7 @@ impl Tracked {
                 (v2.as_deref(), "memory.current", ()),
                 (memory.as_deref(), "memory.usage_in_bytes", ()),
             ])
-            .map(|(p, ())| p),
+            .map(|(f, ())| f),
             io: first_existing(&[
                 (v2.as_deref(), "io.stat", IoFile::IoStat),
                 (
@@ -136,6 +142,7 @@ impl Tracked {
             ]),
             last_cpu: None,
             last_io: None,
+            netns: None,
         }
     }
 }
@@ -145,6 +152,11 @@ struct CgroupCollector {
     procfs: PathBuf,
     include_loopback: bool,
     containers: HashMap<String, Tracked>,
+    /// The hierarchy every process is in (v2 when mounted): it gives the node's process count.
+    complete: Hierarchy,
+    /// `cgroup.procs` of the non-container cgroups of the `complete` hierarchy, with the cycle
+    /// each was last seen in.
+    host_procs: HashMap<PathBuf, (u64, TextFile)>,
     cycle: u64,
     buf: String,
     stack: Vec<(PathBuf, String, Option<String>)>,
@@ -175,9 +187,15 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
     // The host's network namespace: pid 1's, else ours (the exporter runs with hostNetwork).
     let host_netns = ["1", "self"].iter().find_map(|p| netns_of(&procfs.join(p)));
     Ok(Box::new(CgroupCollector {
+        complete: if layout.v2.is_some() {
+            Hierarchy::V2
+        } else {
+            Hierarchy::V1
+        },
         layout,
         include_loopback: config.netdev_include_loopback,
         containers: HashMap::new(),
+        host_procs: HashMap::new(),
         cycle: 0,
         buf: String::with_capacity(4096),
         stack: Vec::new(),
@@ -203,22 +221,6 @@ fn netns_of(proc_pid: &Path) -> Option<String> {
         .map(|p| p.to_string_lossy().into_owned())
 }
 
-/// Number of processes: the numeric entries of procfs.
-fn count_processes(procfs: &Path) -> Option<u64> {
-    let entries = std::fs::read_dir(procfs).ok()?;
-    Some(
-        entries
-            .filter_map(Result::ok)
-            .filter(|e| {
-                e.file_name()
-                    .as_encoded_bytes()
-                    .first()
-                    .is_some_and(u8::is_ascii_digit)
-            })
-            .count() as u64,
-    )
-}
-
 impl CgroupCollector {
     /// Finds the container cgroups of one hierarchy and records where their processes are.
     fn walk(&mut self, hierarchy: Hierarchy, root: &Path) -> Result<(), CollectError> {
@@ -229,6 +231,13 @@ impl CgroupCollector {
         while let Some((dir, rel, enclosing)) = self.stack.pop() {
             let here = from_cgroup_path(&rel);
             let id_here = here.as_ref().map(|c| c.container_id.clone());
+            if here.is_none() && hierarchy == self.complete {
+                let cycle = self.cycle;
+                self.host_procs
+                    .entry(dir.clone())
+                    .or_insert_with(|| (cycle, TextFile::new(dir.join("cgroup.procs"))))
+                    .0 = cycle;
+            }
             if let Some(cref) = here {
                 let top = enclosing.as_deref() != Some(cref.container_id.as_str());
                 let id = cref.container_id.clone();
@@ -237,16 +246,18 @@ impl CgroupCollector {
                     .containers
                     .entry(id)
                     .or_insert_with(|| Tracked::new(cref, hierarchy, &rel, layout));
-                if t.hierarchy == hierarchy {
-                    if t.seen != self.cycle {
-                        t.seen = self.cycle;
-                        t.proc_dirs.clear();
-                    }
-                    if top {
-                        t.nested = enclosing.is_some();
-                    }
-                    t.proc_dirs.push(dir.clone());
+                if t.hierarchy != hierarchy {
+                    // Already found in the v2 tree: its v1 subtree adds nothing.
+                    continue;
                 }
+                if t.seen != self.cycle {
+                    t.seen = self.cycle;
+                    t.proc_dirs.clear();
+                }
+                if top {
+                    t.nested = enclosing.is_some();
+                }
+                t.proc_dirs.push(dir.clone());
             }
             // A cgroupfs (and ext4, tmpfs) directory's link count is 2 + its subdirectories: skip
             // listing leaves. Some filesystems (btrfs) always say 1; those are listed.
@@ -301,6 +312,15 @@ impl Collector for CgroupCollector {
         }
         let cycle = self.cycle;
         self.containers.retain(|_, t| t.seen == cycle);
+        self.host_procs.retain(|_, (seen, _)| *seen == cycle);
+        let mut host_processes = 0;
+        for (_, file) in self.host_procs.values_mut() {
+            if let Ok(text) = file.read() {
+                let (n, _, malformed) = parse::procs(text);
+                host_processes += n;
+                report.malformed_lines += malformed;
+            }
+        }
 
         // Node-side values first: the disk device set filters container disk bytes.
         let node_disks = self
@@ -331,10 +351,10 @@ impl Collector for CgroupCollector {
                 (label::POD_UID, t.cref.pod_uid.as_str()),
             ];
             let outer = !t.nested;
-            if let Some((path, kind)) = &t.cpu {
-                let seconds = read_into(path, buf).ok().and_then(|()| match kind {
-                    CpuFile::CpuStat => parse::cpu_stat_usage_usec(buf).map(|us| us as f64 / 1e6),
-                    CpuFile::CpuacctUsage => parse::single_u64(buf).map(|ns| ns as f64 / 1e9),
+            if let Some((file, kind)) = &mut t.cpu {
+                let seconds = file.read().ok().and_then(|text| match kind {
+                    CpuFile::CpuStat => parse::cpu_stat_usage_usec(text).map(|us| us as f64 / 1e6),
+                    CpuFile::CpuacctUsage => parse::single_u64(text).map(|ns| ns as f64 / 1e9),
                 });
                 if let Some(s) = seconds {
                     emit_cpu(out, &labels, s);
@@ -345,22 +365,19 @@ impl Collector for CgroupCollector {
                     t.last_cpu = Some(s);
                 }
             }
-            if let Some(path) = &t.memory {
-                if let Some(bytes) = read_into(path, buf)
-                    .ok()
-                    .and_then(|()| parse::single_u64(buf))
-                {
+            if let Some(file) = &mut t.memory {
+                if let Some(bytes) = file.read().ok().and_then(parse::single_u64) {
                     emit_memory(out, &labels, bytes);
                     if outer {
                         sums.memory += bytes;
                     }
                 }
             }
-            if let Some((path, kind)) = &t.io {
-                if read_into(path, buf).is_ok() {
+            if let Some((file, kind)) = &mut t.io {
+                if let Ok(text) = file.read() {
                     let (io, malformed) = match kind {
-                        IoFile::IoStat => parse::io_stat(buf, counted),
-                        IoFile::Blkio => parse::blkio_service_bytes(buf, counted),
+                        IoFile::IoStat => parse::io_stat(text, counted),
+                        IoFile::Blkio => parse::blkio_service_bytes(text, counted),
                     };
                     report.malformed_lines += malformed;
                     emit_disk(out, &labels, io);
@@ -376,9 +393,21 @@ impl Collector for CgroupCollector {
             }
             let mut processes = 0;
             let mut first_pid = None;
-            for dir in &t.proc_dirs {
-                if read_into(&dir.join("cgroup.procs"), buf).is_ok() {
-                    let (n, first, malformed) = parse::procs(buf);
+            let same_dirs = t.procs.len() == t.proc_dirs.len()
+                && t.procs
+                    .iter()
+                    .zip(&t.proc_dirs)
+                    .all(|(f, d)| f.path().parent() == Some(d.as_path()));
+            if !same_dirs {
+                t.procs = t
+                    .proc_dirs
+                    .iter()
+                    .map(|d| TextFile::new(d.join("cgroup.procs")))
+                    .collect();
+            }
+            for file in &mut t.procs {
+                if let Ok(text) = file.read() {
+                    let (n, first, malformed) = parse::procs(text);
                     processes += n;
                     first_pid = first_pid.or(first);
                     report.malformed_lines += malformed;
@@ -391,9 +420,20 @@ impl Collector for CgroupCollector {
                 processes as f64,
             );
             sums.processes += processes;
+            if t.hierarchy == self.complete {
+                host_processes += processes;
+            }
             if let Some(pid) = first_pid {
                 let proc_pid = self.procfs.join(pid.to_string());
-                if let Some(ns) = netns_of(&proc_pid) {
+                let ns = match &t.netns {
+                    Some((p, ns)) if *p == pid => ns.clone(),
+                    _ => {
+                        let ns = netns_of(&proc_pid);
+                        t.netns = Some((pid, ns.clone()));
+                        ns
+                    }
+                };
+                if let Some(ns) = ns {
                     let own = self.host_netns.as_ref().is_some_and(|h| *h != ns);
                     if own
                         && self.netns_seen.insert(ns)
@@ -423,6 +463,7 @@ impl Collector for CgroupCollector {
             out,
             report,
             &sums,
+            host_processes,
             node_disks.as_ref().map(|d| (d.read_bytes, d.write_bytes)),
         );
         Ok(())
@@ -435,6 +476,7 @@ impl CgroupCollector {
         out: &mut MetricSet,
         report: &mut Report,
         sums: &Sums,
+        all_processes: u64,
         disks: Option<(u64, u64)>,
     ) {
         let labels = [
@@ -482,14 +524,12 @@ impl CgroupCollector {
                 );
             }
         }
-        if let Some(n) = count_processes(&self.procfs) {
-            out.gauge(
-                container::PROCESSES,
-                "Processes in the container's cgroup and its descendants (cgroup.procs).",
-                &labels,
-                n.saturating_sub(sums.processes) as f64,
-            );
-        }
+        out.gauge(
+            container::PROCESSES,
+            "Processes in the container's cgroup and its descendants (cgroup.procs).",
+            &labels,
+            all_processes.saturating_sub(sums.processes) as f64,
+        );
     }
 }
 
