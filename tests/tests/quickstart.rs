@@ -12,17 +12,6 @@ use greenpipe_tests::demo_pod::cgroup2_root;
 use greenpipe_tests::{free_port, test_binary, workspace_root};
 use serde_json::Value;
 
-/// Path of the full-stack quick start (issue2's exporter-only quickstart.sh is replaced by it).
-fn quickstart_script() -> std::path::PathBuf {
-    let root = workspace_root();
-    let stack = root.join("scripts/quickstart-stack.sh");
-    if stack.exists() {
-        stack
-    } else {
-        root.join("scripts/quickstart.sh")
-    }
-}
-
 fn query(url: &str, promql: &str) -> Vec<Value> {
     reqwest::blocking::Client::new()
         .get(format!("{url}/api/v1/query"))
@@ -66,7 +55,7 @@ fn quickstart_produces_predictions_and_leaves_nothing_running() {
     let url = format!("http://127.0.0.1:{port}");
     let duration = 75;
     let mut child = Command::new("bash")
-        .arg(quickstart_script())
+        .arg(workspace_root().join("scripts/quickstart.sh"))
         .args(["--duration", &duration.to_string(), "--load-seconds", "60"])
         .arg("--bin-dir")
         .arg(&bin_dir)
