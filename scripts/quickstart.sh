@@ -1,41 +1,247 @@
 #!/usr/bin/env bash
-# The README's first command: installs what is missing, builds the exporter (release), starts it
-# on :9910, prints a sample of its /metrics and keeps it running in the foreground until Ctrl-C.
-#   --once (or GREENPIPE_QUICKSTART_ONCE=1): print the sample, then stop it and exit 0.
+# The whole GreenPipe pipeline on one machine, no meter and no cluster needed:
+#   setup (apt packages) -> release build -> private Prometheus (loopback, own data directory,
+#   1 s scrape, remote-write receiver, the rules of deploy/prometheus) -> exporter -> estimator
+#   with the bundled uncalibrated profile for this board -> a short mixed stress-ng load in three
+#   pod-shaped cgroups -> a live view of predicted node power and the top containers, every second.
+# Ctrl-C stops everything it started (each component runs in its own process group, all are
+# stopped on exit); nothing is left running.
+#
+#   scripts/quickstart.sh                  run until Ctrl-C
+#   scripts/quickstart.sh --duration 60    run 60 s, then stop (non-interactive; used by the tests)
+# Options: --no-build --bin-dir DIR (use binaries built elsewhere), --prometheus-port N,
+#          --run-dir DIR (kept afterwards; default: a temporary directory, removed),
+#          --load-seconds N (length of the demo load, default 60).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-once=${GREENPIPE_QUICKSTART_ONCE:-0}
-for arg in "$@"; do
-  case "$arg" in
-    --once) once=1 ;;
-    *) echo "usage: $0 [--once]" >&2; exit 2 ;;
+set +m # background jobs stay in our process group unless setsid moves them
+
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "quickstart: $*" >&2; exit 1; }
+
+duration=0
+build=1
+bin_dir=""
+prom_port=""
+run_dir=""
+load_seconds=60
+while (($#)); do
+  case "$1" in
+    --duration) duration="${2:?}"; shift 2 ;;
+    --no-build) build=0; shift ;;
+    --bin-dir) bin_dir="${2:?}"; build=0; shift 2 ;;
+    --prometheus-port) prom_port="${2:?}"; shift 2 ;;
+    --run-dir) run_dir="${2:?}"; shift 2 ;;
+    --load-seconds) load_seconds="${2:?}"; shift 2 ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown option $1" ;;
   esac
 done
-listen=${GREENPIPE_LISTEN:-:9910}
-port=${listen##*:}
+[[ $duration =~ ^[0-9]+$ && $load_seconds =~ ^[0-9]+$ ]] || die "--duration and --load-seconds take whole seconds"
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+[[ $(id -u) -eq 0 ]] || die "run as root: the exporter reads every process and the demo load runs in its own cgroups"
 
 scripts/setup.sh
-cargo build --release --locked --bin greenpipe-exporter
-target=${CARGO_TARGET_DIR:-target}
-
-"$target/release/greenpipe-exporter" --web.listen-address "$listen" &
-pid=$!
-trap 'kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true' EXIT INT TERM
-
-for _ in $(seq 1 50); do
-  curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-  kill -0 "$pid" 2>/dev/null || { echo "quickstart: exporter exited" >&2; exit 1; }
-  sleep 0.2
-done
-echo "== a sample of http://127.0.0.1:$port/metrics =="
-curl -fsS "http://127.0.0.1:$port/metrics" \
-  | grep -E '^greenpipe_(node_cpu_seconds_total|node_memory_bytes\{[^}]*state="(total|used)"|container_[a-z_]+\{[^}]*container_id="system"|exporter_(collector_available|cpu_seconds_total|resident_memory_bytes))' \
-  || true
-series=$(curl -fsS "http://127.0.0.1:$port/metrics" | grep -vc '^#' || true)
-echo "== $series series in total; the exporter keeps serving on $listen =="
-
-if [[ "$once" == 1 ]]; then
-  exit 0
+if ((build)); then
+  echo "quickstart: building (release)"
+  cargo build --release --locked --bin greenpipe-exporter --bin greenpipe-estimator
+  bin_dir="$root/target/release"
 fi
-echo "Ctrl-C to stop."
-wait "$pid"
+bin_dir="${bin_dir:-$root/target/release}"
+for b in greenpipe-exporter greenpipe-estimator; do
+  [[ -x $bin_dir/$b ]] || die "$bin_dir/$b not found (build it, or drop --no-build)"
+done
+
+keep_run_dir=1
+if [[ -z $run_dir ]]; then
+  run_dir="$(mktemp -d /tmp/greenpipe-quickstart.XXXXXX)"
+  keep_run_dir=0
+fi
+mkdir -p "$run_dir"
+run_dir="$(cd "$run_dir" && pwd)"
+# Every process started below inherits this marker; the tests look for it to prove that
+# nothing survives the quick start.
+export GREENPIPE_QUICKSTART_RUN="$run_dir"
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+prom_port="${prom_port:-$(free_port)}"
+exporter_port="$(free_port)"
+estimator_port="$(free_port)"
+prom="http://127.0.0.1:$prom_port"
+
+groups=() # process-group ids of everything started, in start order
+cgroup_top=""
+
+stop_group() { kill "-$1" -- "-$2" 2>/dev/null || true; }
+group_alive() { kill -0 -- "-$1" 2>/dev/null; }
+
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  echo
+  echo "quickstart: stopping"
+  local i pg
+  for ((i = ${#groups[@]} - 1; i >= 0; i--)); do stop_group TERM "${groups[i]}"; done
+  for _ in $(seq 100); do
+    local alive=0
+    for pg in "${groups[@]}"; do group_alive "$pg" && alive=1; done
+    ((alive)) || break
+    sleep 0.1
+  done
+  for pg in "${groups[@]}"; do group_alive "$pg" && stop_group KILL "$pg"; done
+  # Anything that left its process group (a daemonising child) still carries the marker.
+  local pid
+  for pid in $(grep -lsz "^GREENPIPE_QUICKSTART_RUN=$run_dir\$" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+    [[ $pid != "$$" ]] && kill -KILL "$pid" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
+  if [[ -n $cgroup_top && -d $cgroup_top ]]; then
+    find "$cgroup_top" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  fi
+  if ((keep_run_dir)); then
+    echo "quickstart: logs and Prometheus data kept in $run_dir"
+  else
+    rm -rf "$run_dir"
+  fi
+  echo "quickstart: everything stopped"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# start NAME CMD...: runs CMD in a new session (so its own process group), logging to the run dir.
+start() {
+  local name="$1"
+  shift
+  setsid "$@" >"$run_dir/$name.log" 2>&1 &
+  groups+=("$!")
+}
+
+wait_http() {
+  local url="$1" what="$2" log="$3"
+  for _ in $(seq 300); do
+    curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  cat "$run_dir/$log.log" >&2 || true
+  die "$what did not come up at $url"
+}
+
+# --- Prometheus -----------------------------------------------------------------------------
+cat >"$run_dir/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 5s
+rule_files:
+  - $root/deploy/prometheus/rules/*.yml
+scrape_configs:
+  - job_name: greenpipe-exporter
+    scrape_interval: 1s
+    scrape_timeout: 1s
+    static_configs:
+      - targets: ["127.0.0.1:$exporter_port"]
+  - job_name: greenpipe-estimator
+    scrape_interval: 1s
+    scrape_timeout: 1s
+    static_configs:
+      - targets: ["127.0.0.1:$estimator_port"]
+EOF
+promtool check config "$run_dir/prometheus.yml" >/dev/null || die "generated Prometheus config is invalid"
+start prometheus prometheus \
+  --config.file="$run_dir/prometheus.yml" \
+  --storage.tsdb.path="$run_dir/prometheus-data" \
+  --storage.tsdb.retention.time=1d \
+  --web.listen-address="127.0.0.1:$prom_port" \
+  --web.enable-remote-write-receiver
+wait_http "$prom/-/ready" Prometheus prometheus
+
+# --- exporter and estimator -----------------------------------------------------------------
+node="$(hostname)"
+start exporter "$bin_dir/greenpipe-exporter" \
+  --web.listen-address "127.0.0.1:$exporter_port" --node-name "$node"
+wait_http "http://127.0.0.1:$exporter_port/healthz" exporter exporter
+
+board="$(tr -d '\0' 2>/dev/null </proc/device-tree/model || true)"
+case "$board" in
+  *"Raspberry Pi 5"*) profile=rpi5.json ;;
+  *"Raspberry Pi 4"*) profile=rpi4.json ;;
+  *) profile=x86-server.json ;;
+esac
+start estimator "$bin_dir/greenpipe-estimator" serve \
+  --prometheus-url "$prom" \
+  --remote-write-url "$prom/api/v1/write" \
+  --models "$root/estimator/models/profiles/$profile" \
+  --interval 1s \
+  --web.listen-address "127.0.0.1:$estimator_port"
+wait_http "http://127.0.0.1:$estimator_port/metrics" estimator estimator
+
+# --- demo load: three pods' worth of stress-ng, each in a cgroup shaped like a kubelet's ----
+declare -A pod_names=()
+cgroup2="$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)"
+if [[ -n $cgroup2 && -w $cgroup2 ]]; then
+  cgroup_top="$cgroup2/greenpipe-quickstart-$$"
+else
+  echo "quickstart: no writable cgroup v2 mount; the demo load will show up as 'system'"
+fi
+demo_pod() {
+  local index="$1" name="$2"
+  shift 2
+  local uid cid
+  uid="$(printf '7a3c9e10-0000-4000-8000-%012x' "$index")"
+  cid="$(printf '%s' "greenpipe-quickstart-$name" | sha256sum | cut -c1-64)"
+  pod_names[$uid]="$name"
+  if [[ -n $cgroup_top ]]; then
+    local leaf="$cgroup_top/kubepods/besteffort/pod$uid/$cid"
+    mkdir -p "$leaf"
+    start "load-$name" sh -c 'echo $$ > "$0/cgroup.procs" && exec stress-ng "$@"' "$leaf" \
+      "$@" --timeout "${load_seconds}s" --temp-path "$run_dir"
+  else
+    start "load-$name" stress-ng "$@" --timeout "${load_seconds}s" --temp-path "$run_dir"
+  fi
+}
+if ((load_seconds > 0)); then
+  demo_pod 1 cpu-burner --cpu 1 --cpu-load 70
+  demo_pod 2 memory-churn --vm 1 --vm-bytes 128M
+  demo_pod 3 disk-writer --hdd 1 --hdd-bytes 64M
+fi
+
+# --- live view -------------------------------------------------------------------------------
+query() {
+  curl -fsS --max-time 2 --get --data-urlencode "query=$1" "$prom/api/v1/query" 2>/dev/null || echo '{}'
+}
+interactive=0
+[[ -t 1 && $duration -eq 0 ]] && interactive=1
+started=$SECONDS
+while :; do
+  elapsed=$((SECONDS - started))
+  nodes="$(query 'max by (node, model) (greenpipe_node_power_watts)' |
+    jq -r '.data.result[]? | "  \(.metric.node)  \(.value[1] | tonumber * 10 | round / 10) W  (model \(.metric.model))"')"
+  top="$(query 'topk(5, sum by (container_id, pod_uid) (greenpipe_container_power_watts))' |
+    jq -r '.data.result[]? | [.metric.container_id // "", .metric.pod_uid // "", (.value[1] | tonumber * 100 | round / 100 | tostring)] | join("|")')"
+  view="GreenPipe quick start   Prometheus: $prom   ($((elapsed))s"
+  ((duration > 0)) && view+=" of ${duration}s"
+  ((elapsed < load_seconds)) && view+=", demo load running" || view+=", load finished"
+  view+=")"$'\n'"Predicted node power:"$'\n'"${nodes:-  (waiting for the first prediction)}"$'\n'"Top containers:"
+  if [[ -n $top ]]; then
+    while IFS='|' read -r cid uid watts; do
+      name="${cid:0:12}"
+      [[ -n $uid && -n ${pod_names[$uid]:-} ]] && name="${pod_names[$uid]}"
+      pod="${uid:-(not in a pod)}"
+      [[ $cid == system ]] && pod="(host processes outside containers)"
+      view+=$'\n'"$(printf '  %-14s %8s W   %s' "$name" "$watts" "$pod")"
+    done <<<"$top"
+  else
+    view+=$'\n'"  (waiting for the first attribution)"
+  fi
+  if ((interactive)); then
+    printf '\033[H\033[2J%s\n\nCtrl-C stops everything.\n' "$view"
+  else
+    printf '%s\n\n' "$view"
+  fi
+  ((duration > 0 && elapsed >= duration)) && break
+  sleep 1
+done

@@ -33,3 +33,12 @@ for svc in prometheus prometheus-node-exporter victoria-metrics; do
   systemctl stop "$svc" >/dev/null 2>&1 || true
 done
 command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust stable)" >&2; exit 1; }
+# deploy/ checks: kubectl (kustomize) and pinned Python validators in a venv beside the checkout.
+command -v kubectl >/dev/null || { echo "setup: kubectl not found (needed for kubectl kustomize)" >&2; exit 1; }
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="$root/.venv"
+if ! "$venv/bin/python" -c 'import kubernetes_validate, cloudcoil.models.prometheus_operator, dockerfile' 2>/dev/null; then
+  echo "setup: creating $venv for the deploy/ checks"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/requirements-deploy.txt"
+fi

@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+pub mod demo_pod;
+pub mod grafana;
+pub mod static_target;
+
 /// A free TCP port on 127.0.0.1 (bound then released; good enough for tests on one machine).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -69,6 +73,15 @@ pub fn workspace_binary(name: &str) -> PathBuf {
         .expect("running cargo build");
     assert!(status.success(), "cargo build --bin {name} failed");
     path
+}
+
+/// Like [`workspace_binary`], unless `GREENPIPE_TEST_BIN_DIR` names a directory of prebuilt
+/// binaries (release builds, or binaries from another checkout) to test instead.
+pub fn test_binary(name: &str) -> PathBuf {
+    match std::env::var_os("GREENPIPE_TEST_BIN_DIR") {
+        Some(dir) => PathBuf::from(dir).join(name),
+        None => workspace_binary(name),
+    }
 }
 
 /// The workspace root directory.
@@ -171,6 +184,25 @@ impl Prometheus {
             guard: None,
         };
         p.write_config()?;
+        p.spawn()?;
+        Ok(p)
+    }
+
+    /// Starts Prometheus with a whole configuration file of the caller's (rule files, several
+    /// jobs); paths in it must be absolute. The remote-write receiver is enabled as in
+    /// [`Prometheus::start`].
+    pub fn start_with_config(config: &str) -> anyhow::Result<Prometheus> {
+        let dir = tempfile::tempdir()?;
+        let port = free_port();
+        let mut p = Prometheus {
+            url: format!("http://127.0.0.1:{port}"),
+            dir,
+            port,
+            scrape_targets: Vec::new(),
+            scrape_interval: String::new(),
+            guard: None,
+        };
+        std::fs::write(p.dir.path().join("prometheus.yml"), config)?;
         p.spawn()?;
         Ok(p)
     }

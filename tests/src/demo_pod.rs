@@ -1,0 +1,103 @@
+//! Real load in real cgroups shaped like a Kubernetes pod's (cgroupfs driver:
+//! `kubepods/besteffort/pod<uid>/<container id>`), so the exporter attributes it to a container
+//! id and pod UID exactly as on a node, without a container runtime.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context};
+
+use crate::Guard;
+
+/// The writable cgroup v2 mount, if any (`/sys/fs/cgroup` on pure v2, `/sys/fs/cgroup/unified`
+/// on hybrid hosts).
+pub fn cgroup2_root() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (_, target, fstype) = (f.next()?, f.next()?, f.next()?);
+            (fstype == "cgroup2").then(|| PathBuf::from(target))
+        })
+        .next()
+}
+
+/// A process tree running inside its own pod-shaped cgroup; killed and removed on drop.
+pub struct DemoPod {
+    /// Pod UID (the `pod_uid` label).
+    pub pod_uid: String,
+    /// Container id (the `container_id` label).
+    pub container_id: String,
+    top: PathBuf,
+    leaf: PathBuf,
+    guard: Option<Guard>,
+}
+
+impl DemoPod {
+    /// Creates `<cgroup2 root>/<scope>/kubepods/besteffort/pod<uid>/<id>` and runs `stress-ng
+    /// <args>` in it. `scope` keeps parallel test runs apart; `index` makes uid and id unique.
+    pub fn start(scope: &str, index: u32, stress_args: &[&str]) -> anyhow::Result<DemoPod> {
+        let root = cgroup2_root().context("no cgroup2 mount")?;
+        let pod_uid = format!("6e0c1d2a-0000-4000-8000-{:012x}", index);
+        let container_id = format!("{:064x}", 0xc0ffee_u64 * 1000 + u64::from(index));
+        let top = root.join(scope);
+        let leaf = top
+            .join("kubepods/besteffort")
+            .join(format!("pod{pod_uid}"))
+            .join(&container_id);
+        std::fs::create_dir_all(&leaf)
+            .with_context(|| format!("creating cgroup {}", leaf.display()))?;
+        // The shell moves itself into the cgroup before exec, so stress-ng and all its workers
+        // start there.
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg("echo $$ > \"$0/cgroup.procs\" && exec stress-ng \"$@\"")
+            .arg(&leaf)
+            .args(stress_args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting stress-ng (scripts/setup.sh installs it)")?;
+        let pod = DemoPod {
+            pod_uid,
+            container_id,
+            top,
+            leaf,
+            guard: Some(Guard::new("stress-ng", child)),
+        };
+        let moved = crate::wait_for(std::time::Duration::from_secs(5), || {
+            let procs = std::fs::read_to_string(pod.leaf.join("cgroup.procs")).ok()?;
+            (!procs.trim().is_empty()).then_some(())
+        });
+        if moved.is_none() {
+            bail!("stress-ng did not appear in {}", pod.leaf.display());
+        }
+        Ok(pod)
+    }
+}
+
+fn remove_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                remove_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+impl Drop for DemoPod {
+    fn drop(&mut self) {
+        if let Some(mut g) = self.guard.take() {
+            g.terminate();
+        }
+        // Workers exit a moment after their parent; wait for the cgroup to empty.
+        crate::wait_for(std::time::Duration::from_secs(10), || {
+            let procs = std::fs::read_to_string(self.leaf.join("cgroup.procs")).ok()?;
+            procs.trim().is_empty().then_some(())
+        });
+        remove_tree(&self.top);
+    }
+}
