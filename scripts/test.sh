@@ -8,4 +8,4 @@ export GREENPIPE_BUILD_BPF=1   # build the real BPF objects, never the editor st
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Two cores: run test binaries one at a time so timing-sensitive kernel tests are not starved.
-cargo test --workspace --locked -- --test-threads=2
+cargo test --workspace --locked --no-fail-fast -- --test-threads=2

@@ -710,7 +710,7 @@ fn malformed_or_mismatched_model_files_fail_with_a_clear_error() {
         (
             "coefficients.json",
             &MODELS.replace("[2.0, 0.5]", "[2.0]"),
-            "1 coefficients for 2 features",
+            "1 coefficients for 2 inputs",
         ),
         (
             "weights.json",

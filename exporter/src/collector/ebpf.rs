@@ -158,6 +158,11 @@ impl Ledger {
         totals.cpu_exported_ns
     }
 
+    /// Makes `owner` exported even before any of its cgroups reached the counters map.
+    pub fn ensure_owner(&mut self, owner: &Owner) {
+        self.totals.entry(owner.clone()).or_default();
+    }
+
     /// Owners with totals.
     pub fn owners(&self) -> impl Iterator<Item = (&Owner, &Totals)> {
         self.totals.iter()
@@ -226,6 +231,12 @@ impl Collector for EbpfCollector {
             live.insert(owner);
         }
         self.ledger.retain_owners(&live);
+        // A cgroup can have run without ever reaching the map: the BPF side flushes a CPU's
+        // held slices only when another cgroup runs there, so on a host where every task sits
+        // in one cgroup its time exists only as running/held slices.
+        for owner in running_by_owner.keys() {
+            self.ledger.ensure_owner(owner);
+        }
         let owners: Vec<Owner> = self.ledger.owners().map(|(o, _)| o.clone()).collect();
         for owner in owners {
             let running = running_by_owner.get(&owner).copied().unwrap_or(0);
@@ -371,6 +382,16 @@ mod tests {
         assert_eq!(ledger.cpu_ns(&a, 0), 1_500);
         ledger.record(3, Some(a.clone()), cpu(1_600));
         assert_eq!(ledger.cpu_ns(&a, 0), 1_600);
+    }
+
+    #[test]
+    fn owner_seen_only_in_running_slices_is_exported() {
+        // Every task in the root cgroup: nothing was ever flushed to the map.
+        let mut ledger = Ledger::default();
+        ledger.ensure_owner(&None);
+        assert_eq!(ledger.owners().count(), 1);
+        assert_eq!(ledger.cpu_ns(&None, 500), 500);
+        assert_eq!(ledger.cpu_ns(&None, 900), 900);
     }
 
     #[test]
