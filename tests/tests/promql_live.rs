@@ -178,7 +178,19 @@ fn every_dashboard_and_rule_expression_returns_data() {
         non_empty(&prom, "greenpipe:namespace_energy_joules:1m").ok()
     })
     .unwrap_or_else(|| panic!("recording rules produced nothing in 150 s"));
-    // Alerts are evaluated every 5 s; give every group one more round.
+    // Groups run on their own schedules (the 1-minute groups at an offset Prometheus picks):
+    // wait until every rule has been evaluated at least once, then give every group one more
+    // round (alerts are evaluated every 5 s).
+    // A group that reads another group's records can run just before that group's first
+    // evaluation, so also wait for every recorded series; a broken rule still fails below.
+    let _ = wait_for(Duration::from_secs(130), || {
+        loaded_rules(&prom)
+            .iter()
+            .all(|(kind, name, _, health, _)| {
+                health != "unknown" && (kind != "recording" || non_empty(&prom, name).is_ok())
+            })
+            .then_some(())
+    });
     std::thread::sleep(Duration::from_secs(6));
 
     let mut failures = Vec::new();
