@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::Args;
 use greenpipe_common::features::{Feature, FeatureValues};
-use greenpipe_common::names::{container as c, label, meter, node as n};
+use greenpipe_common::names::{label, meter};
 use greenpipe_common::trace::{write_trace, TraceRow};
 
 /// `dataset` arguments.
@@ -47,56 +47,11 @@ pub struct DatasetArgs {
     pub force: bool,
 }
 
-/// The node-level PromQL of a feature for `node`, with `rate` window `w`.
+/// The node-level PromQL of a feature for `node`, with `rate` window `w`: the same expression
+/// `serve` evaluates, so traces and live inputs cannot drift apart.
 pub fn feature_query(f: Feature, node: &str, w: &str) -> String {
-    let sel = format!("{}=\"{}\"", label::NODE, escape(node));
-    let keys = format!(
-        "{}, {}, {}",
-        label::NODE,
-        label::CONTAINER_ID,
-        label::POD_UID
-    );
-    let containers = |metric: &str| {
-        format!(
-            "sum by ({}) (max by ({keys}) (rate({metric}{{{sel}}}[{w}])))",
-            label::NODE
-        )
-    };
-    match f {
-        // guest time is already inside user time in /proc/stat.
-        Feature::CpuSecondsPerSecond => format!(
-            "sum by ({}) (rate({}{{{sel},{}!~\"idle|iowait|steal|guest|guest_nice\"}}[{w}]))",
-            label::NODE,
-            n::CPU_SECONDS_TOTAL,
-            label::MODE
-        ),
-        Feature::CpuCyclesPerSecond => containers(c::CPU_CYCLES_TOTAL),
-        Feature::CpuInstructionsPerSecond => containers(c::CPU_INSTRUCTIONS_TOTAL),
-        Feature::CacheMissesPerSecond => containers(c::CACHE_MISSES_TOTAL),
-        Feature::PageCacheHitsPerSecond => containers(c::PAGE_CACHE_HITS_TOTAL),
-        Feature::NetworkBytesPerSecond => format!(
-            "sum by ({}) (rate({}{{{sel},{}!=\"lo\"}}[{w}]))",
-            label::NODE,
-            n::NETWORK_BYTES_TOTAL,
-            label::DEVICE
-        ),
-        Feature::DiskBytesPerSecond => format!(
-            "sum by ({}) (rate({}{{{sel}}}[{w}]))",
-            label::NODE,
-            n::DISK_BYTES_TOTAL
-        ),
-        Feature::MemoryUsedBytes => format!(
-            "sum by ({}) (last_over_time({}{{{sel},{}=\"used\"}}[{w}]))",
-            label::NODE,
-            n::MEMORY_BYTES,
-            label::STATE
-        ),
-        Feature::CpuFrequencyHertz => format!(
-            "avg by ({}) (last_over_time({}{{{sel}}}[{w}]))",
-            label::NODE,
-            n::CPU_FREQUENCY_HERTZ
-        ),
-    }
+    let matcher = format!("{}=\"{}\"", label::NODE, escape(node));
+    crate::readout::node_expr_matching(f, w, &matcher)
 }
 
 /// The PromQL of the node's measured power (all its meters added).
