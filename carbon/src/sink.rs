@@ -1,11 +1,15 @@
 //! Where samples of the intensity metric go.
 //!
-//! [`SampleSink`] is the seam: the estimator's own remote-write client (issue 5, being written
-//! in parallel) can implement it, and this crate then needs no client of its own. Until the two
-//! are unified, [`RemoteWrite`] is a minimal Prometheus remote-write 1.0 client: prost-encoded
-//! `WriteRequest`, raw (block) snappy, and the three protocol headers.
+//! [`SampleSink`] is the seam between the carbon commands and where their samples go.
+//! [`RemoteWrite`] posts one request per batch (a few dozen samples per run, so no batching or
+//! retry loop: a failed run fails the command and the next run writes again); the wire format is
+//! the shared `greenpipe-remote-write` crate, the same encoder the estimator uses.
 
 use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use greenpipe_remote_write::{
+    Label, TimeSeries, CONTENT_ENCODING, CONTENT_TYPE, VERSION, VERSION_HEADER,
+};
 use std::future::Future;
 
 /// One sample: labels including `__name__`, value, timestamp in milliseconds.
@@ -38,75 +42,29 @@ pub trait SampleSink {
     fn write(&self, samples: &[Sample]) -> impl Future<Output = Result<()>> + Send;
 }
 
-/// Prometheus remote-write protobuf messages (prometheus/prompb/types.proto, the fields used).
-pub mod proto {
-    /// `prometheus.WriteRequest`.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct WriteRequest {
-        /// Series.
-        #[prost(message, repeated, tag = "1")]
-        pub timeseries: Vec<TimeSeries>,
-    }
-    /// `prometheus.TimeSeries`.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TimeSeries {
-        /// Labels sorted by name.
-        #[prost(message, repeated, tag = "1")]
-        pub labels: Vec<Label>,
-        /// Samples in time order.
-        #[prost(message, repeated, tag = "2")]
-        pub samples: Vec<Sample>,
-    }
-    /// `prometheus.Label`.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Label {
-        /// Name.
-        #[prost(string, tag = "1")]
-        pub name: String,
-        /// Value.
-        #[prost(string, tag = "2")]
-        pub value: String,
-    }
-    /// `prometheus.Sample`.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Sample {
-        /// Value.
-        #[prost(double, tag = "1")]
-        pub value: f64,
-        /// Unix milliseconds.
-        #[prost(int64, tag = "2")]
-        pub timestamp: i64,
-    }
-}
-
-/// Encodes samples as a snappy-compressed `WriteRequest` body.
-pub fn encode(samples: &[Sample]) -> Result<Vec<u8>> {
-    use prost::Message;
-    let timeseries = samples
+/// The remote-write body of `samples`: one series per sample, through the shared protocol crate
+/// (labels sorted, empty values left out, raw snappy).
+pub fn encode(samples: &[Sample]) -> Vec<u8> {
+    let series = samples
         .iter()
         .map(|s| {
-            let mut labels: Vec<proto::Label> = s
+            let labels = s
                 .labels
                 .iter()
-                .map(|(name, value)| proto::Label {
-                    name: name.clone(),
-                    value: value.clone(),
+                .map(|(name, value)| Label {
+                    name: Bytes::copy_from_slice(name.as_bytes()),
+                    value: Bytes::copy_from_slice(value.as_bytes()),
                 })
                 .collect();
-            labels.sort_by(|a, b| a.name.cmp(&b.name));
-            proto::TimeSeries {
-                labels,
-                samples: vec![proto::Sample {
-                    value: s.value,
-                    timestamp: s.timestamp_ms,
-                }],
-            }
+            let mut ts = TimeSeries::from_labels(labels);
+            ts.samples.push(greenpipe_remote_write::Sample {
+                value: s.value,
+                timestamp: s.timestamp_ms,
+            });
+            ts
         })
         .collect();
-    let raw = proto::WriteRequest { timeseries }.encode_to_vec();
-    snap::raw::Encoder::new()
-        .compress_vec(&raw)
-        .context("snappy")
+    greenpipe_remote_write::encode(series)
 }
 
 /// Minimal remote-write client.
@@ -131,13 +89,13 @@ impl SampleSink for RemoteWrite {
         if samples.is_empty() {
             return Ok(());
         }
-        let body = encode(samples)?;
+        let body = encode(samples);
         let resp = self
             .client
             .post(&self.url)
-            .header("Content-Encoding", "snappy")
-            .header("Content-Type", "application/x-protobuf")
-            .header("X-Prometheus-Remote-Write-Version", "0.1.0")
+            .header(reqwest::header::CONTENT_ENCODING, CONTENT_ENCODING)
+            .header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
+            .header(VERSION_HEADER, VERSION)
             .body(body)
             .send()
             .await
@@ -188,26 +146,22 @@ impl SampleSink for Stdout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prost::Message;
 
     #[test]
     fn body_decodes_with_sorted_labels() {
         let s = Sample::new("m", &[("zone", "A"), ("kind", "actual")], 1.5, 7);
-        let body = encode(&[s]).unwrap();
-        let raw = snap::raw::Decoder::new().decompress_vec(&body).unwrap();
-        let req = proto::WriteRequest::decode(raw.as_slice()).unwrap();
-        let names: Vec<&str> = req.timeseries[0]
-            .labels
-            .iter()
-            .map(|l| l.name.as_str())
-            .collect();
-        assert_eq!(names, vec!["__name__", "kind", "zone"]);
+        let req = greenpipe_remote_write::decode(&encode(&[s])).unwrap();
+        assert_eq!(req.timeseries.len(), 1);
+        let ts = &req.timeseries[0];
+        let names: Vec<&[u8]> = ts.labels.iter().map(|l| l.name.as_ref()).collect();
+        assert_eq!(names, [&b"__name__"[..], b"kind", b"zone"]);
+        assert_eq!(ts.label("zone"), Some("A"));
         assert_eq!(
-            req.timeseries[0].samples[0],
-            proto::Sample {
+            ts.samples,
+            [greenpipe_remote_write::Sample {
                 value: 1.5,
                 timestamp: 7
-            }
+            }]
         );
     }
 }

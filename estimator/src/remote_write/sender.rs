@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use tracing::{debug, warn};
 
-use super::{batches, encode, sample_count, BatchLimits, TimeSeries};
 use crate::endpoint::Endpoint;
 use crate::telemetry::Telemetry;
+use greenpipe_remote_write::{
+    batches, encode, sample_count, BatchLimits, TimeSeries, CONTENT_ENCODING, CONTENT_TYPE,
+    VERSION, VERSION_HEADER,
+};
 
 /// Backoff between attempts of one request: `min * 2^attempt`, capped at `max`, times a random
 /// factor in [0.5, 1) so replicas that failed together do not retry together.
@@ -123,9 +126,9 @@ impl Sender {
             .endpoint
             .client
             .post(&self.endpoint.url)
-            .header(reqwest::header::CONTENT_ENCODING, super::CONTENT_ENCODING)
-            .header(reqwest::header::CONTENT_TYPE, super::CONTENT_TYPE)
-            .header(super::VERSION_HEADER, super::VERSION)
+            .header(reqwest::header::CONTENT_ENCODING, CONTENT_ENCODING)
+            .header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
+            .header(VERSION_HEADER, VERSION)
             .body(body.to_vec());
         let request = match self.endpoint.authorise(request) {
             Ok(r) => r,

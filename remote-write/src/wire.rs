@@ -100,7 +100,7 @@ pub fn encode_request(series: &[TimeSeries]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remote_write::WriteRequest;
+    use crate::WriteRequest;
     use prost::Message;
 
     #[test]
