@@ -384,24 +384,36 @@ pub fn remote_write(
     Ok(())
 }
 
-/// A counter growing by `per_second` from 1000 at `from_ms`, one sample every `step_ms` up to
-/// `to_ms`: its `rate()` is exactly `per_second`.
-pub fn counter_series(
+/// A series of `name` sampled every `step_ms` from `from_ms` to `to_ms`, valued `value(t_ms)`.
+pub fn series_of(
     name: &str,
     labels: &[(&str, &str)],
-    per_second: f64,
     (from_ms, to_ms, step_ms): (i64, i64, i64),
+    value: impl Fn(i64) -> f64,
 ) -> greenpipe_estimator::remote_write::TimeSeries {
     use greenpipe_estimator::remote_write::{Sample, TimeSeries};
     let mut ts = TimeSeries::new(name, labels);
     ts.samples = (from_ms..=to_ms)
         .step_by(step_ms as usize)
         .map(|t| Sample {
-            value: 1000.0 + per_second * (t - from_ms) as f64 / 1000.0,
+            value: value(t),
             timestamp: t,
         })
         .collect();
     ts
+}
+
+/// A counter growing by `per_second` from 1000 at `from_ms`, one sample every `step_ms` up to
+/// `to_ms`: its `rate()` is exactly `per_second`.
+pub fn counter_series(
+    name: &str,
+    labels: &[(&str, &str)],
+    per_second: f64,
+    window: (i64, i64, i64),
+) -> greenpipe_estimator::remote_write::TimeSeries {
+    series_of(name, labels, window, |t| {
+        1000.0 + per_second * (t - window.0) as f64 / 1000.0
+    })
 }
 
 /// A gauge holding `value` from `from_ms` to `to_ms`, one sample every `step_ms`.
@@ -409,18 +421,9 @@ pub fn gauge_series(
     name: &str,
     labels: &[(&str, &str)],
     value: f64,
-    (from_ms, to_ms, step_ms): (i64, i64, i64),
+    window: (i64, i64, i64),
 ) -> greenpipe_estimator::remote_write::TimeSeries {
-    use greenpipe_estimator::remote_write::{Sample, TimeSeries};
-    let mut ts = TimeSeries::new(name, labels);
-    ts.samples = (from_ms..=to_ms)
-        .step_by(step_ms as usize)
-        .map(|t| Sample {
-            value,
-            timestamp: t,
-        })
-        .collect();
-    ts
+    series_of(name, labels, window, |_| value)
 }
 
 /// Milliseconds since the Unix epoch.

@@ -45,6 +45,33 @@ pub fn sample(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
     }
 }
 
+/// What `promtool check metrics` says about a metrics page: `None` when it exits 0 and prints
+/// nothing (lint warnings such as a counter without `_total` are printed with exit 0, and count).
+pub fn promtool_problems(text: &str) -> Option<String> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is installed by scripts/setup.sh (Debian package prometheus)");
+    let mut stdin = promtool.stdin.take().expect("piped stdin");
+    stdin
+        .write_all(text.as_bytes())
+        .expect("writing to promtool");
+    drop(stdin);
+    let output = promtool.wait_with_output().expect("promtool runs");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (!output.status.success() || !said.trim().is_empty())
+        .then(|| format!("exit {}: {}", output.status, said.trim()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

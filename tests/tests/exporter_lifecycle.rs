@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use greenpipe_common::names::{exporter, label, node};
-use greenpipe_tests::scrape::{fetch, sample};
+use greenpipe_tests::scrape::{fetch, promtool_problems, sample};
 use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard};
 
 fn start(extra: &[&str]) -> (Guard, String) {
@@ -80,28 +80,7 @@ fn live_metrics_pass_promtool() {
     .expect("two collection cycles");
     assert!(text.contains("greenpipe_process_cpu_seconds_total{"));
     assert!(text.contains("greenpipe_container_cpu_seconds_total{"));
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool is installed by scripts/setup.sh (Debian package prometheus)");
-    use std::io::Write;
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let output = promtool.wait_with_output().unwrap();
-    let problems = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        output.status.success() && problems.trim().is_empty(),
-        "promtool check metrics: {problems}"
-    );
+    if let Some(problems) = promtool_problems(&text) {
+        panic!("promtool check metrics: {problems}");
+    }
 }

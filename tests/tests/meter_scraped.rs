@@ -3,12 +3,12 @@
 //! frozen); replugging brings both back with the energy counter intact. The served text passes
 //! `promtool check metrics`.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use greenpipe_exporter::meter::um_emulator::Emulator;
 use greenpipe_exporter::meter::usb_um::{DataGroup, Frame, Model};
+use greenpipe_tests::scrape::promtool_problems;
 use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard, Prometheus};
 
 const SERIES: &str = "{node=\"e2e-meter\",meter=\"rfcomm0\",kind=\"um25c\"}";
@@ -84,26 +84,9 @@ fn um25c_on_a_pty_reaches_prometheus_and_survives_unplug() {
         .unwrap()
         .text()
         .unwrap();
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (scripts/setup.sh installs prometheus)");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Some(problems) = promtool_problems(&text) {
+        panic!("promtool check metrics: {problems}");
+    }
 
     emu.unplug();
     wait_for(Duration::from_secs(30), || {
