@@ -279,6 +279,18 @@ fn by_timestamp(series: &[StoredSeries]) -> BTreeMap<i64, Vec<f64>> {
 
 /// Every tick of `node`: the node sample and the sum of its container shares agree, and ticks are
 /// consecutive seconds without duplicates. Returns the tick times.
+/// The stored predicted-power samples of `node` over the last 10 minutes (none if not yet there).
+fn node_power_ticks(base: &str, node: &str) -> Vec<(i64, f64)> {
+    raw_samples(
+        base,
+        &format!("{}{{node=\"{node}\"}}", estimate::NODE_POWER_WATTS),
+        "10m",
+    )
+    .ok()
+    .and_then(|s| s.first().map(|s| s.samples.clone()))
+    .unwrap_or_default()
+}
+
 fn check_balance_and_continuity(base: &str, node: &str, window: &str) -> Vec<i64> {
     let nodes = raw_samples(
         base,
@@ -459,16 +471,7 @@ fn outages_of_prometheus_and_of_the_estimator_are_backfilled_without_gaps() {
     push_fleet(&prom.remote_write_url());
     let models = model_file(dir.path());
     let mut est = start_estimator(&models, &prom.url, &prom.remote_write_url(), &[]);
-    let ticks_of_n1 = |prom: &Prometheus| {
-        raw_samples(
-            &prom.url,
-            &format!("{}{{node=\"n1\"}}", estimate::NODE_POWER_WATTS),
-            "10m",
-        )
-        .ok()
-        .and_then(|s| s.first().map(|s| s.samples.clone()))
-        .unwrap_or_default()
-    };
+    let ticks_of_n1 = |prom: &Prometheus| node_power_ticks(&prom.url, "n1");
     wait_for(Duration::from_secs(60), || {
         (ticks_of_n1(&prom).len() >= 5).then_some(())
     })
@@ -663,16 +666,7 @@ fn victoria_metrics_accepts_the_same_writes_and_serves_the_resume_point() {
     let models = model_file(dir.path());
     let progress = format!("--progress-url={}", vm.url);
     let mut est = start_estimator(&models, &prom.url, &vm.remote_write_url(), &[&progress]);
-    let ticks_of_n1 = || {
-        raw_samples(
-            &vm.url,
-            &format!("{}{{node=\"n1\"}}", estimate::NODE_POWER_WATTS),
-            "10m",
-        )
-        .ok()
-        .and_then(|s| s.first().map(|s| s.samples.clone()))
-        .unwrap_or_default()
-    };
+    let ticks_of_n1 = || node_power_ticks(&vm.url, "n1");
     wait_for(Duration::from_secs(60), || {
         (ticks_of_n1().len() >= 5).then_some(())
     })
