@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Per-cgroup resource accounting: on-CPU time, page-cache activity, block and network bytes.
+/* Per-cgroup resource accounting: on-CPU time, page-cache activity, block and network bytes;
+ * the same per process (tgid) when the exporter turns `per_process` on.
  *
  * Every program is a BTF tracepoint (tp_btf) or fentry: no kprobes (not configured on our
  * target kernels) and no tracefs (tp_btf needs neither). Counters live in one LRU per-CPU hash
@@ -34,19 +35,79 @@ struct {
 	__type(value, struct running_slice);
 } running SEC(".maps");
 
-static __always_inline struct cgroup_counters *counters_of(__u64 cgroup_id)
+/* Per-process accounting, off unless the exporter sets this before loading (aya
+ * override_global). It lives in the frozen .rodata map, so the verifier knows its value and
+ * removes every `if (per_process)` branch when it is 0: the off path costs nothing at all. */
+const volatile __u32 per_process = 0;
+
+/* The same counters keyed by tgid. The exporter resizes it before loading (to 1 when
+ * per-process accounting is off); the LRU type bounds it under any churn, and the exit program
+ * below deletes a process's entry when its last thread exits. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, GREENPIPE_MAX_PROCESSES);
+	__type(key, __u32);
+	__type(value, struct cgroup_counters);
+} process_counters SEC(".maps");
+
+static __always_inline struct cgroup_counters *entry_of(void *map, void *key)
 {
-	struct cgroup_counters *c = bpf_map_lookup_elem(&cgroup_counters, &cgroup_id);
+	struct cgroup_counters *c = bpf_map_lookup_elem(map, key);
 	if (c)
 		return c;
 	struct cgroup_counters zero = {};
-	bpf_map_update_elem(&cgroup_counters, &cgroup_id, &zero, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&cgroup_counters, &cgroup_id);
+	bpf_map_update_elem(map, key, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(map, key);
 }
 
-static __always_inline struct cgroup_counters *current_counters(void)
+static __always_inline struct cgroup_counters *counters_of(__u64 cgroup_id)
 {
-	return counters_of(bpf_get_current_cgroup_id());
+	return entry_of(&cgroup_counters, &cgroup_id);
+}
+
+static __always_inline struct cgroup_counters *process_counters_of(__u32 tgid)
+{
+	return entry_of(&process_counters, &tgid);
+}
+
+/* Adds `value` to `field` of the current task's cgroup, and of its process when per-process
+ * accounting is on. */
+#define COUNT_CURRENT(field, value)                                                           \
+	do {                                                                                  \
+		__u64 v_ = (value);                                                           \
+		struct cgroup_counters *c_ = counters_of(bpf_get_current_cgroup_id());       \
+		if (c_)                                                                       \
+			c_->field += v_;                                                      \
+		if (per_process) {                                                            \
+			c_ = process_counters_of(bpf_get_current_pid_tgid() >> 32);           \
+			if (c_)                                                               \
+				c_->field += v_;                                              \
+		}                                                                             \
+	} while (0)
+
+/* The finished slice of `prev` (`ran` ns) in the per-process holding area: like the cgroup
+ * one, it is added to the process's map entry only when another process runs on this CPU. */
+static __always_inline void hold_process_slice(struct running_slice *slice,
+					       struct task_struct *prev, __u64 ran)
+{
+	if (slice->tgid != slice->pending_tgid) {
+		if (slice->pending_process_ns) {
+			__u32 tgid = slice->pending_tgid;
+			struct cgroup_counters *c = process_counters_of(tgid);
+			if (c)
+				c->cpu_ns += slice->pending_process_ns;
+		}
+		slice->pending_tgid = slice->tgid;
+		slice->pending_process_ns = 0;
+	}
+	/* The last switch-out of an exited thread (exit_state is set by then): its process's
+	 * entry is gone or going (on_process_exit); holding its time would recreate the entry. */
+	if (prev->exit_state) {
+		slice->pending_tgid = 0;
+		slice->pending_process_ns = 0;
+		return;
+	}
+	slice->pending_process_ns += ran;
 }
 
 /* Switch-out closes the slice of the CPU's running task; switch-in opens the next one. The
@@ -76,7 +137,11 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		 * longer than the slice by more than clock skew could explain). */
 		__u64 wall = now - slice->start_ns;
 		__u64 ran = prev->se.sum_exec_runtime - slice->start_runtime_ns;
-		slice->pending_ns += ran < wall + 1000000 ? ran : wall;
+		if (ran > wall + 1000000)
+			ran = wall;
+		slice->pending_ns += ran;
+		if (per_process)
+			hold_process_slice(slice, prev, ran);
 	}
 	slice->start_ns = now;
 	slice->start_runtime_ns = next->se.sum_exec_runtime;
@@ -84,6 +149,23 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	 * plain loads on BTF pointers (tp_btf), not four bpf_probe_read_kernel calls: this is the
 	 * hottest path of the exporter. */
 	slice->cgroup_id = next->pid ? next->cgroups->dfl_cgrp->kn->id : 0;
+	if (per_process)
+		slice->tgid = next->pid ? next->tgid : 0;
+	return 0;
+}
+
+/* A thread exits; when it is the last of its process (signal->live has just dropped to 0),
+ * the process's entry goes, so the map holds live processes only. Exists in every kernel with
+ * tp_btf (the 6.18 group_dead argument is not needed). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_process_exit, struct task_struct *task)
+{
+	if (!per_process)
+		return 0;
+	if (task->signal->live.counter)
+		return 0;
+	__u32 tgid = task->tgid;
+	bpf_map_delete_elem(&process_counters, &tgid);
 	return 0;
 }
 
@@ -122,9 +204,7 @@ SEC("tp_btf/mm_filemap_add_to_page_cache")
 int BPF_PROG(on_page_cache_add, struct folio *folio)
 {
 	__u64 pages = folio_pages(folio);
-	struct cgroup_counters *c = current_counters();
-	if (c)
-		c->page_cache_additions += pages;
+	COUNT_CURRENT(page_cache_additions, pages);
 	struct read_cursor *cur = bpf_task_storage_get(&read_cursors, bpf_get_current_task_btf(), 0,
 						       BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (cur)
@@ -158,9 +238,7 @@ int BPF_PROG(on_filemap_get_pages, struct address_space *mapping, unsigned long 
 	cur->pending_additions -= missed;
 	if (accessed == missed)
 		return 0;
-	struct cgroup_counters *c = current_counters();
-	if (c)
-		c->page_cache_hits += accessed - missed;
+	COUNT_CURRENT(page_cache_hits, accessed - missed);
 	return 0;
 }
 
@@ -176,13 +254,10 @@ int BPF_PROG(on_block_bio_queue, struct bio *bio)
 	if (op != REQ_OP_READ && op != REQ_OP_WRITE)
 		return 0;
 	__u64 bytes = BPF_CORE_READ(bio, bi_iter.bi_size);
-	struct cgroup_counters *c = current_counters();
-	if (!c)
-		return 0;
 	if (op == REQ_OP_WRITE)
-		c->disk_write_bytes += bytes;
+		COUNT_CURRENT(disk_write_bytes, bytes);
 	else
-		c->disk_read_bytes += bytes;
+		COUNT_CURRENT(disk_read_bytes, bytes);
 	return 0;
 }
 
@@ -199,9 +274,7 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 {
 	if (ret <= 0 || !is_inet(sk))
 		return 0;
-	struct cgroup_counters *c = current_counters();
-	if (c)
-		c->net_tx_bytes += ret;
+	COUNT_CURRENT(net_tx_bytes, ret);
 	return 0;
 }
 
@@ -210,8 +283,6 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 {
 	if (ret <= 0 || (flags & MSG_PEEK) || !is_inet(sk))
 		return 0;
-	struct cgroup_counters *c = current_counters();
-	if (c)
-		c->net_rx_bytes += ret;
+	COUNT_CURRENT(net_rx_bytes, ret);
 	return 0;
 }

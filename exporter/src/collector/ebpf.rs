@@ -6,6 +6,11 @@
 //! container's total, so a cgroup removed or evicted from the bounded map never makes a total
 //! drop, and it adds the slices still running on each CPU, so a container that never leaves the
 //! CPU shows smooth usage rather than lumps at each context switch.
+//!
+//! With `--collector.ebpf.per-process` the same programs also account per process; the
+//! per-process series are in [`processes`].
+
+pub mod processes;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -14,7 +19,7 @@ use tracing::warn;
 
 use super::{CollectError, Collector, Report, Spec};
 use crate::bpf::abi::{CgroupCounters, RunningSlice};
-use crate::bpf::{self, Accounting, LoadError, Signal, PROGRAMS};
+use crate::bpf::{self, Accounting, LoadError, Options, Signal, PROGRAMS};
 use crate::cgroup_ids::{mounted_v2_root, CgroupIndex};
 use crate::config::Config;
 use crate::container_id::ContainerRef;
@@ -37,7 +42,11 @@ const REASON_MAX: usize = 240;
 
 fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
     let root = mounted_v2_root(&config.paths.cgroupfs).map_err(CollectError::Unavailable)?;
-    let accounting = Accounting::load(bpf::ACCOUNTING_OBJECT).map_err(|e| {
+    let options = Options {
+        per_process: config.ebpf_per_process,
+        max_processes: config.ebpf_max_processes,
+    };
+    let accounting = Accounting::load_with(bpf::ACCOUNTING_OBJECT, options).map_err(|e| {
         let full = e.to_string();
         warn!(error = %full, "eBPF accounting unavailable; procfs and cgroup collectors go on");
         CollectError::Unavailable(short_reason(&e))
@@ -47,10 +56,14 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
             warn!(program, %error, "BPF program not attached; its signal is not exported");
         }
     }
+    let processes = options
+        .per_process
+        .then(|| processes::Processes::new(&config.paths.procfs, config.process_top_n));
     Ok(Box::new(EbpfCollector {
         accounting,
         index: CgroupIndex::new(root),
         ledger: Ledger::default(),
+        processes,
         ticks: 0,
     }))
 }
@@ -94,6 +107,8 @@ struct EbpfCollector {
     accounting: Accounting,
     index: CgroupIndex,
     ledger: Ledger,
+    /// Per-process export, when per-process accounting is on.
+    processes: Option<processes::Processes>,
     ticks: u64,
 }
 
@@ -172,13 +187,26 @@ impl Ledger {
 /// On-CPU nanoseconds of each cgroup not yet in the counters map at `now_ns`: slices still
 /// running, and finished slices the BPF side holds per CPU until another cgroup runs there.
 pub fn running_ns(slices: &[RunningSlice], now_ns: u64) -> HashMap<u64, u64> {
+    held_ns(slices, now_ns, |s| {
+        (s.cgroup_id, s.pending_cgroup, s.pending_ns)
+    })
+}
+
+/// [`running_ns`] for any owner key: `fields` gives a slice's (running owner, pending owner,
+/// pending ns); owner 0 is nobody (the idle task).
+pub fn held_ns(
+    slices: &[RunningSlice],
+    now_ns: u64,
+    fields: impl Fn(&RunningSlice) -> (u64, u64, u64),
+) -> HashMap<u64, u64> {
     let mut out: HashMap<u64, u64> = HashMap::new();
     for s in slices {
-        if s.cgroup_id != 0 && s.start_ns != 0 && now_ns > s.start_ns {
-            *out.entry(s.cgroup_id).or_default() += now_ns - s.start_ns;
+        let (running, pending, pending_ns) = fields(s);
+        if running != 0 && s.start_ns != 0 && now_ns > s.start_ns {
+            *out.entry(running).or_default() += now_ns - s.start_ns;
         }
-        if s.pending_cgroup != 0 && s.pending_ns != 0 {
-            *out.entry(s.pending_cgroup).or_default() += s.pending_ns;
+        if pending != 0 && pending_ns != 0 {
+            *out.entry(pending).or_default() += pending_ns;
         }
     }
     out
@@ -195,8 +223,13 @@ impl Collector for EbpfCollector {
         // Finished slices first, then open ones: a switch in between loses a slice for one
         // tick (caught up at the next) instead of counting it twice.
         let raw = self.accounting.counters().map_err(Self::failed)?;
+        let process_raw = match self.processes {
+            Some(_) => self.accounting.process_counters().map_err(Self::failed)?,
+            None => Vec::new(),
+        };
         let slices = self.accounting.running().map_err(Self::failed)?;
-        let running = running_ns(&slices, bpf::monotonic_ns());
+        let now_ns = bpf::monotonic_ns();
+        let running = running_ns(&slices, now_ns);
         self.ticks += 1;
         let unknown = raw
             .iter()
@@ -245,6 +278,19 @@ impl Collector for EbpfCollector {
             self.emit(out, &owner, cpu_ns, &counters);
         }
         self.self_metrics(out, raw.len());
+        if let Some(processes) = &mut self.processes {
+            let sweep = self.ticks % WALK_EVERY_TICKS == 1;
+            processes
+                .collect(
+                    &mut self.accounting,
+                    &process_raw,
+                    &slices,
+                    now_ns,
+                    sweep,
+                    out,
+                )
+                .map_err(Self::failed)?;
+        }
         Ok(())
     }
 }
@@ -411,7 +457,7 @@ mod tests {
             cgroup_id,
             pending_cgroup,
             pending_ns,
-            start_runtime_ns: 0,
+            ..Default::default()
         };
         let slices = [
             slice(100, 7, 0, 0),
