@@ -100,9 +100,9 @@ static __always_inline void hold_process_slice(struct running_slice *slice,
 		slice->pending_tgid = slice->tgid;
 		slice->pending_process_ns = 0;
 	}
-	/* The last switch-out of an exited thread (exit_state is set by then): its process's
-	 * entry is gone or going (on_process_exit); holding its time would recreate the entry. */
-	if (prev->exit_state) {
+	/* A thread of a process whose last thread is exiting (signal->live dropped to 0 before
+	 * on_process_exit deleted the entry): holding its time would recreate the entry. */
+	if (!prev->signal->live.counter) {
 		slice->pending_tgid = 0;
 		slice->pending_process_ns = 0;
 		return;

@@ -168,17 +168,21 @@ impl Accounting {
         // The flag is a `const volatile` in .rodata: set before load, the verifier sees its value
         // and drops the per-process branches when it is 0. The map is preallocated by the
         // kernel, so off it gets one slot instead of thousands.
-        let flag = u32::from(options.per_process);
         let slots = if options.per_process {
             options.max_processes.max(1)
         } else {
             1
         };
-        let mut ebpf = EbpfLoader::new()
+        let mut loader = EbpfLoader::new();
+        loader
             .btf(Some(&btf))
             .allow_unsupported_maps()
-            .override_global("per_process", &flag, true)
-            .map_max_entries(PROCESS_MAP, slots)
+            .map_max_entries(PROCESS_MAP, slots);
+        if options.per_process {
+            // Off is the object's own value (0).
+            loader.override_global("per_process", &1u32, true);
+        }
+        let mut ebpf = loader
             .load(object)
             .map_err(|e| LoadError::Object(chain(&e)))?;
         let mut programs = BTreeMap::new();
@@ -299,7 +303,13 @@ impl Accounting {
             .ok_or_else(|| anyhow::anyhow!("map {name} absent"))?;
         let mut map: PerCpuHashMap<&mut MapData, K, CgroupCounters> = PerCpuHashMap::try_from(map)?;
         match map.remove(&key) {
+            // Gone already: the BPF side deleted it (process exit) or the LRU evicted it.
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(aya::maps::MapError::SyscallError(e))
+                if e.io_error.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Ok(())
+            }
             Err(e) => Err(anyhow::anyhow!("deleting {key} from {name}: {}", chain(&e))),
         }
     }
