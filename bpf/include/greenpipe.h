@@ -36,10 +36,18 @@ struct running_slice {
 	__u64 pending_ns;
 	__u64 start_runtime_ns; /* the running task's se.sum_exec_runtime at switch-in */
 	/* Per-process accounting only (zero when it is off): the same holding scheme keyed by
-	 * tgid, so a process's threads and its idle gaps on one CPU touch no hash map either. */
-	__u64 tgid;               /* process of the running task; 0 = idle */
-	__u64 pending_tgid;       /* whose finished slices pending_process_ns holds */
+	 * tgid, with two slots, so a process's threads, its idle gaps, and two processes taking
+	 * turns on one CPU (a pipe's writer and reader, a task and its kworker) touch no hash
+	 * map. Slot 0 holds the process held most recently. */
+	__u64 tgid;                 /* process of the running task; 0 = idle */
+	__u64 pending_tgid;         /* slot 0: whose finished slices pending_process_ns holds */
 	__u64 pending_process_ns;
+	__u64 pending_tgid_older;   /* slot 1 */
+	__u64 pending_process_ns_older;
+	/* Times held time moved from this CPU's slots into a counters map: the exporter reads
+	 * the slots before and after the maps and retries when this moved in between (held time
+	 * would be in neither of its reads, or in both). */
+	__u64 flushes;
 };
 
 #endif

@@ -41,10 +41,16 @@ pub struct RunningSlice {
     pub start_runtime_ns: u64,
     /// Process (tgid) of the running task; 0 for the idle task or with per-process off.
     pub tgid: u64,
-    /// Process whose finished slices `pending_process_ns` holds.
+    /// Process whose finished slices `pending_process_ns` holds (the most recent of two).
     pub pending_tgid: u64,
     /// Finished on-CPU nanoseconds of `pending_tgid` not yet in its process counters.
     pub pending_process_ns: u64,
+    /// The other held process.
+    pub pending_tgid_older: u64,
+    /// Finished on-CPU nanoseconds of `pending_tgid_older` not yet in its process counters.
+    pub pending_process_ns_older: u64,
+    /// Times held time moved from this CPU into a counters map.
+    pub flushes: u64,
 }
 
 // SAFETY: repr(C), only u64 fields, no padding; any bit pattern is valid.
@@ -136,10 +142,13 @@ mod tests {
                 "start_runtime_ns",
                 "tgid",
                 "pending_tgid",
-                "pending_process_ns"
+                "pending_process_ns",
+                "pending_tgid_older",
+                "pending_process_ns_older",
+                "flushes"
             ]
         );
-        assert_eq!(std::mem::size_of::<RunningSlice>(), 64);
+        assert_eq!(std::mem::size_of::<RunningSlice>(), 88);
     }
 
     #[test]

@@ -188,46 +188,82 @@ impl Ledger {
 /// running, and finished slices the BPF side holds per CPU until another cgroup runs there.
 pub fn running_ns(slices: &[RunningSlice], now_ns: u64) -> HashMap<u64, u64> {
     held_ns(slices, now_ns, |s| {
-        (s.cgroup_id, s.pending_cgroup, s.pending_ns)
+        (s.cgroup_id, [(s.pending_cgroup, s.pending_ns), (0, 0)])
     })
 }
 
-/// [`running_ns`] for any owner key: `fields` gives a slice's (running owner, pending owner,
-/// pending ns); owner 0 is nobody (the idle task).
+/// [`running_ns`] for any owner key: `fields` gives a slice's running owner and its held
+/// (owner, ns) pairs; owner 0 is nobody (the idle task, an empty slot).
 pub fn held_ns(
     slices: &[RunningSlice],
     now_ns: u64,
-    fields: impl Fn(&RunningSlice) -> (u64, u64, u64),
+    fields: impl Fn(&RunningSlice) -> (u64, [(u64, u64); 2]),
 ) -> HashMap<u64, u64> {
     let mut out: HashMap<u64, u64> = HashMap::new();
     for s in slices {
-        let (running, pending, pending_ns) = fields(s);
+        let (running, held) = fields(s);
         if running != 0 && s.start_ns != 0 && now_ns > s.start_ns {
             *out.entry(running).or_default() += now_ns - s.start_ns;
         }
-        if pending != 0 && pending_ns != 0 {
-            *out.entry(pending).or_default() += pending_ns;
+        for (owner, ns) in held {
+            if owner != 0 && ns != 0 {
+                *out.entry(owner).or_default() += ns;
+            }
         }
     }
     out
 }
 
+/// Attempts at reading the maps while no CPU moves held time into them.
+const READ_ATTEMPTS: usize = 3;
+
+/// True when no CPU moved held time into a counters map between the two slice reads.
+pub fn no_flush_between(before: &[RunningSlice], after: &[RunningSlice]) -> bool {
+    before.len() == after.len()
+        && before
+            .iter()
+            .zip(after)
+            .all(|(b, a)| b.flushes == a.flushes)
+}
+
+/// Counters of the cgroups, of the processes (empty when off), and the per-CPU slices.
+type Reading = (
+    Vec<(u64, CgroupCounters)>,
+    Vec<(u32, CgroupCounters)>,
+    Vec<RunningSlice>,
+);
+
 impl EbpfCollector {
     fn failed(e: impl std::fmt::Display) -> CollectError {
         CollectError::Failed(anyhow::anyhow!("{e}"))
+    }
+
+    /// The maps, then the slices. Time a CPU holds moves into a map now and then; if it moved
+    /// while the maps were being read, it could be in neither read or in both, so the read is
+    /// retaken (a busy process holds seconds, and a map of hundreds of processes takes a
+    /// millisecond to read). After the last attempt, whatever was read is used: at worst a
+    /// share of held time shows one tick late.
+    fn consistent_read(&self) -> Result<Reading, CollectError> {
+        let mut before = self.accounting.running().map_err(Self::failed)?;
+        for attempt in 1..=READ_ATTEMPTS {
+            let raw = self.accounting.counters().map_err(Self::failed)?;
+            let process_raw = match self.processes {
+                Some(_) => self.accounting.process_counters().map_err(Self::failed)?,
+                None => Vec::new(),
+            };
+            let slices = self.accounting.running().map_err(Self::failed)?;
+            if attempt == READ_ATTEMPTS || no_flush_between(&before, &slices) {
+                return Ok((raw, process_raw, slices));
+            }
+            before = slices;
+        }
+        unreachable!("the last attempt returns")
     }
 }
 
 impl Collector for EbpfCollector {
     fn collect(&mut self, out: &mut MetricSet, _report: &mut Report) -> Result<(), CollectError> {
-        // Finished slices first, then open ones: a switch in between loses a slice for one
-        // tick (caught up at the next) instead of counting it twice.
-        let raw = self.accounting.counters().map_err(Self::failed)?;
-        let process_raw = match self.processes {
-            Some(_) => self.accounting.process_counters().map_err(Self::failed)?,
-            None => Vec::new(),
-        };
-        let slices = self.accounting.running().map_err(Self::failed)?;
+        let (raw, process_raw, slices) = self.consistent_read()?;
         let now_ns = bpf::monotonic_ns();
         let running = running_ns(&slices, now_ns);
         self.ticks += 1;

@@ -104,6 +104,20 @@ impl ProcessLedger {
     }
 }
 
+/// On-CPU nanoseconds of each process (tgid) not yet in the per-process map at `now_ns`: its
+/// running slices and the finished ones held in either per-CPU slot.
+pub fn running_ns(slices: &[RunningSlice], now_ns: u64) -> HashMap<u64, u64> {
+    super::held_ns(slices, now_ns, |s| {
+        (
+            s.tgid,
+            [
+                (s.pending_tgid, s.pending_process_ns),
+                (s.pending_tgid_older, s.pending_process_ns_older),
+            ],
+        )
+    })
+}
+
 /// The per-process part of the collector.
 #[derive(Debug)]
 pub struct Processes {
@@ -135,9 +149,7 @@ impl Processes {
         sweep: bool,
         out: &mut MetricSet,
     ) -> anyhow::Result<()> {
-        let running = super::held_ns(slices, now_ns, |s| {
-            (s.tgid, s.pending_tgid, s.pending_process_ns)
-        });
+        let running = running_ns(slices, now_ns);
         let mut rows = self.ledger.rows(raw, &running);
         let mut tracked = raw.len();
         if sweep {
@@ -255,6 +267,27 @@ mod tests {
         // Exited, and the pid reused by a new process: its own time, not the old maximum.
         let r = ledger.rows(&[(10, cpu(30))], &running(&[]));
         assert_eq!((r[0].cpu_ns, r[0].recent_ns), (30, 30));
+    }
+
+    #[test]
+    fn both_held_slots_and_the_running_slice_count_per_process() {
+        let slice = RunningSlice {
+            start_ns: 100,
+            tgid: 7,
+            pending_tgid: 7,
+            pending_process_ns: 30,
+            pending_tgid_older: 9,
+            pending_process_ns_older: 20,
+            // The cgroup fields are not per-process.
+            cgroup_id: 1,
+            pending_cgroup: 1,
+            pending_ns: 1_000,
+            ..Default::default()
+        };
+        let running = running_ns(&[slice], 150);
+        assert_eq!(running.get(&7), Some(&80));
+        assert_eq!(running.get(&9), Some(&20));
+        assert_eq!(running.len(), 2);
     }
 
     #[test]
