@@ -60,3 +60,35 @@ mod tests {
         assert_eq!(sample(text, "a", &[("mode", "x")]), None);
     }
 }
+
+/// Runs `promtool check metrics` on a metrics page: `Err` carries promtool's complaints.
+pub fn promtool_check(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("promtool (Debian package prometheus, scripts/setup.sh): {e}"))?;
+    promtool
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(text.as_bytes())
+        .map_err(|e| format!("writing to promtool: {e}"))?;
+    let output = promtool
+        .wait_with_output()
+        .map_err(|e| format!("promtool: {e}"))?;
+    let problems = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if output.status.success() && problems.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
