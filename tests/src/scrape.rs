@@ -45,22 +45,6 @@ pub fn sample(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn picks_by_name_and_labels() {
-        let text =
-            "# TYPE a counter\na{node=\"n\",mode=\"user\"} 1.5\na{node=\"n\",mode=\"idle\"} 2\n\
-                    ab{node=\"n\"} 9\nb 3\n";
-        assert_eq!(sample(text, "a", &[("mode", "user")]), Some(1.5));
-        assert_eq!(samples(text, "a", &[]), vec![1.5, 2.0]);
-        assert_eq!(sample(text, "b", &[]), Some(3.0));
-        assert_eq!(sample(text, "a", &[("mode", "x")]), None);
-    }
-}
-
 /// Runs `promtool check metrics` on a metrics page: `Err` carries promtool's complaints.
 pub fn promtool_check(text: &str) -> Result<(), String> {
     use std::io::Write;
@@ -90,5 +74,21 @@ pub fn promtool_check(text: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_by_name_and_labels() {
+        let text =
+            "# TYPE a counter\na{node=\"n\",mode=\"user\"} 1.5\na{node=\"n\",mode=\"idle\"} 2\n\
+                    ab{node=\"n\"} 9\nb 3\n";
+        assert_eq!(sample(text, "a", &[("mode", "user")]), Some(1.5));
+        assert_eq!(samples(text, "a", &[]), vec![1.5, 2.0]);
+        assert_eq!(sample(text, "b", &[]), Some(3.0));
+        assert_eq!(sample(text, "a", &[("mode", "x")]), None);
     }
 }
