@@ -177,6 +177,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	}
 	slice->start_ns = now;
 	slice->start_runtime_ns = next->se.sum_exec_runtime;
+	slice->pid = next->pid;
 	/* pid 0 is this CPU's idle task: idle time belongs to no cgroup. The pointer walk is
 	 * plain loads on BTF pointers (tp_btf), not four bpf_probe_read_kernel calls: this is the
 	 * hottest path of the exporter. */

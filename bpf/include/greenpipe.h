@@ -48,6 +48,9 @@ struct running_slice {
 	 * the slots before and after the maps and retries when this moved in between (held time
 	 * would be in neither of its reads, or in both). */
 	__u64 flushes;
+	/* Thread id of the running task: the exporter reads its scheduler runtime to measure the
+	 * open slice without the stolen and interrupt time a wall-clock difference includes. */
+	__u64 pid;
 };
 
 #endif

@@ -51,6 +51,8 @@ pub struct RunningSlice {
     pub pending_process_ns_older: u64,
     /// Times held time moved from this CPU into a counters map.
     pub flushes: u64,
+    /// Thread id of the running task (0 for the idle task).
+    pub pid: u64,
 }
 
 // SAFETY: repr(C), only u64 fields, no padding; any bit pattern is valid.
@@ -145,10 +147,11 @@ mod tests {
                 "pending_process_ns",
                 "pending_tgid_older",
                 "pending_process_ns_older",
-                "flushes"
+                "flushes",
+                "pid"
             ]
         );
-        assert_eq!(std::mem::size_of::<RunningSlice>(), 88);
+        assert_eq!(std::mem::size_of::<RunningSlice>(), 96);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 pub mod processes;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use greenpipe_common::names::{container, exporter, label, source, SYSTEM_CONTAINER};
 use tracing::warn;
@@ -61,6 +62,7 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
         .then(|| processes::Processes::new(&config.paths.procfs, config.process_top_n));
     Ok(Box::new(EbpfCollector {
         accounting,
+        procfs: config.paths.procfs.clone(),
         index: CgroupIndex::new(root),
         ledger: Ledger::default(),
         processes,
@@ -105,6 +107,8 @@ fn shorten(text: &str) -> String {
 
 struct EbpfCollector {
     accounting: Accounting,
+    /// Where the running tasks' scheduler runtimes are read.
+    procfs: PathBuf,
     index: CgroupIndex,
     ledger: Ledger,
     /// Per-process export, when per-process accounting is on.
@@ -184,10 +188,45 @@ impl Ledger {
     }
 }
 
-/// On-CPU nanoseconds of each cgroup not yet in the counters map at `now_ns`: slices still
-/// running, and finished slices the BPF side holds per CPU until another cgroup runs there.
-pub fn running_ns(slices: &[RunningSlice], now_ns: u64) -> HashMap<u64, u64> {
-    held_ns(slices, now_ns, |s| {
+/// How long each CPU's open slice has run at `now_ns`: the running task's scheduler runtime
+/// since it was switched in (`runtime_of(tid)`, from `/proc/<tid>/schedstat`), which leaves
+/// out what the hypervisor stole and interrupts took, as finished slices and `cpu.stat` do;
+/// capped by the wall-clock time, which is used alone when the task is gone or is another
+/// task (procfs of another pid namespace, a reused id).
+pub fn open_ns(
+    slices: &[RunningSlice],
+    now_ns: u64,
+    runtime_of: impl Fn(u64) -> Option<u64>,
+) -> Vec<u64> {
+    slices
+        .iter()
+        .map(|s| {
+            if s.start_ns == 0 || now_ns <= s.start_ns || s.pid == 0 {
+                return 0;
+            }
+            let wall = now_ns - s.start_ns;
+            match runtime_of(s.pid) {
+                Some(runtime) if runtime >= s.start_runtime_ns => {
+                    wall.min(runtime - s.start_runtime_ns)
+                }
+                _ => wall,
+            }
+        })
+        .collect()
+}
+
+/// A thread's scheduler runtime in nanoseconds: the first field of `/proc/<tid>/schedstat`
+/// (updated at every switch and scheduler tick).
+pub fn schedstat_runtime(procfs: &Path, tid: u64) -> Option<u64> {
+    let text = std::fs::read_to_string(procfs.join(tid.to_string()).join("schedstat")).ok()?;
+    text.split_ascii_whitespace().next()?.parse().ok()
+}
+
+/// On-CPU nanoseconds of each cgroup not yet in the counters map: slices still running
+/// (`open`, per slice, from [`open_ns`]), and finished slices the BPF side holds per CPU until
+/// another cgroup runs there.
+pub fn running_ns(slices: &[RunningSlice], open: &[u64]) -> HashMap<u64, u64> {
+    held_ns(slices, open, |s| {
         (s.cgroup_id, [(s.pending_cgroup, s.pending_ns), (0, 0)])
     })
 }
@@ -196,14 +235,14 @@ pub fn running_ns(slices: &[RunningSlice], now_ns: u64) -> HashMap<u64, u64> {
 /// (owner, ns) pairs; owner 0 is nobody (the idle task, an empty slot).
 pub fn held_ns(
     slices: &[RunningSlice],
-    now_ns: u64,
+    open: &[u64],
     fields: impl Fn(&RunningSlice) -> (u64, [(u64, u64); 2]),
 ) -> HashMap<u64, u64> {
     let mut out: HashMap<u64, u64> = HashMap::new();
-    for s in slices {
+    for (s, open) in slices.iter().zip(open) {
         let (running, held) = fields(s);
-        if running != 0 && s.start_ns != 0 && now_ns > s.start_ns {
-            *out.entry(running).or_default() += now_ns - s.start_ns;
+        if running != 0 && *open != 0 {
+            *out.entry(running).or_default() += open;
         }
         for (owner, ns) in held {
             if owner != 0 && ns != 0 {
@@ -265,7 +304,8 @@ impl Collector for EbpfCollector {
     fn collect(&mut self, out: &mut MetricSet, _report: &mut Report) -> Result<(), CollectError> {
         let (raw, process_raw, slices) = self.consistent_read()?;
         let now_ns = bpf::monotonic_ns();
-        let running = running_ns(&slices, now_ns);
+        let open = open_ns(&slices, now_ns, |tid| schedstat_runtime(&self.procfs, tid));
+        let running = running_ns(&slices, &open);
         self.ticks += 1;
         let unknown = raw
             .iter()
@@ -321,7 +361,7 @@ impl Collector for EbpfCollector {
                     &mut self.accounting,
                     &process_raw,
                     &slices,
-                    now_ns,
+                    &open,
                     sweep,
                     out,
                 )
@@ -493,6 +533,8 @@ mod tests {
             cgroup_id,
             pending_cgroup,
             pending_ns,
+            // The idle task is pid 0; any other id will do.
+            pid: cgroup_id,
             ..Default::default()
         };
         let slices = [
@@ -503,11 +545,32 @@ mod tests {
             // Switched in after the clock read.
             slice(300, 8, 0, 0),
         ];
-        let r = running_ns(&slices, 200);
+        let r = running_ns(&slices, &open_ns(&slices, 200, |_| None));
         assert_eq!(r.get(&7), Some(&255));
         assert_eq!(r.get(&9), Some(&40));
         assert_eq!(r.get(&8), None);
         assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn open_slices_use_the_tasks_runtime_capped_by_the_wall_clock() {
+        let slice = |pid, start_runtime_ns| RunningSlice {
+            start_ns: 1_000,
+            start_runtime_ns,
+            pid,
+            cgroup_id: 5,
+            ..Default::default()
+        };
+        let slices = [slice(10, 500), slice(11, 500), slice(12, 500), slice(0, 0)];
+        let runtime = |tid| match tid {
+            10 => Some(800),   // ran 300 ns of the 1,000 ns since switch-in (the rest stolen)
+            11 => Some(5_000), // more than the wall clock: not this slice's task
+            12 => Some(100),   // below the switch-in runtime: another task with this id
+            _ => None,
+        };
+        assert_eq!(open_ns(&slices, 2_000, runtime), vec![300, 1_000, 1_000, 0]);
+        // Without procfs, the wall clock.
+        assert_eq!(open_ns(&slices[..1], 2_000, |_| None), vec![1_000]);
     }
 
     #[test]

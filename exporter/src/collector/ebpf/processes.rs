@@ -104,10 +104,11 @@ impl ProcessLedger {
     }
 }
 
-/// On-CPU nanoseconds of each process (tgid) not yet in the per-process map at `now_ns`: its
-/// running slices and the finished ones held in either per-CPU slot.
-pub fn running_ns(slices: &[RunningSlice], now_ns: u64) -> HashMap<u64, u64> {
-    super::held_ns(slices, now_ns, |s| {
+/// On-CPU nanoseconds of each process (tgid) not yet in the per-process map: its running
+/// slices (`open`, per slice, from [`super::open_ns`]) and the finished ones held in either
+/// per-CPU slot.
+pub fn running_ns(slices: &[RunningSlice], open: &[u64]) -> HashMap<u64, u64> {
+    super::held_ns(slices, open, |s| {
         (
             s.tgid,
             [
@@ -138,18 +139,19 @@ impl Processes {
         }
     }
 
-    /// Emits this tick's series from the map's entries `raw` and the per-CPU `slices` read
-    /// after them at `now_ns`. With `sweep`, entries of processes gone from procfs are deleted.
+    /// Emits this tick's series from the map's entries `raw`, the per-CPU `slices` read after
+    /// them and their `open` times. With `sweep`, entries of processes gone from procfs are
+    /// deleted.
     pub fn collect(
         &mut self,
         accounting: &mut Accounting,
         raw: &[(u32, CgroupCounters)],
         slices: &[RunningSlice],
-        now_ns: u64,
+        open: &[u64],
         sweep: bool,
         out: &mut MetricSet,
     ) -> anyhow::Result<()> {
-        let running = running_ns(slices, now_ns);
+        let running = running_ns(slices, open);
         let mut rows = self.ledger.rows(raw, &running);
         let mut tracked = raw.len();
         if sweep {
@@ -273,6 +275,7 @@ mod tests {
     fn both_held_slots_and_the_running_slice_count_per_process() {
         let slice = RunningSlice {
             start_ns: 100,
+            pid: 70,
             tgid: 7,
             pending_tgid: 7,
             pending_process_ns: 30,
@@ -284,7 +287,7 @@ mod tests {
             pending_ns: 1_000,
             ..Default::default()
         };
-        let running = running_ns(&[slice], 150);
+        let running = running_ns(&[slice], &super::super::open_ns(&[slice], 150, |_| None));
         assert_eq!(running.get(&7), Some(&80));
         assert_eq!(running.get(&9), Some(&20));
         assert_eq!(running.len(), 2);
