@@ -152,25 +152,40 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	if (!slice)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	if (slice->cgroup_id && slice->start_ns) {
-		if (slice->cgroup_id != slice->pending_cgroup) {
+	/* pid 0 is this CPU's idle task: idle time belongs to no cgroup. */
+	if (slice->start_ns && prev->pid) {
+		__u64 cgroup_id = slice->cgroup_id;
+		__u64 wall = now - slice->start_ns;
+		/* The slice's length is the scheduler's own runtime of the task (up to date here:
+		 * the scheduler updated it when it picked the next task), which leaves out time the
+		 * hypervisor stole, as cpu.stat does. The clock only catches nonsense (a runtime
+		 * longer than the slice by more than clock skew could explain). */
+		__u64 ran;
+		if (prev->pid == slice->pid) {
+			ran = prev->se.sum_exec_runtime - slice->start_runtime_ns;
+		} else {
+			/* prev is not the task this program last saw switched in here: a switch-in
+			 * went unseen (a few per second on this VM's 6.18 kernel under load). Its own
+			 * cgroup owns the slice, and the scheduler's mark of when it was picked
+			 * (prev_sum_exec_runtime) gives its length; otherwise the slice went to the
+			 * previous task's cgroup, or nowhere after idle. */
+			cgroup_id = prev->cgroups->dfl_cgrp->kn->id;
+			ran = prev->se.sum_exec_runtime - prev->se.prev_sum_exec_runtime;
+			if (per_process)
+				slice->tgid = prev->tgid;
+		}
+		if (ran > wall + 1000000)
+			ran = wall;
+		if (cgroup_id != slice->pending_cgroup) {
 			if (slice->pending_ns) {
 				struct cgroup_counters *c = counters_of(slice->pending_cgroup);
 				if (c)
 					c->cpu_ns += slice->pending_ns;
 				slice->flushes++;
 			}
-			slice->pending_cgroup = slice->cgroup_id;
+			slice->pending_cgroup = cgroup_id;
 			slice->pending_ns = 0;
 		}
-		/* The slice's length is the scheduler's own runtime of the task (up to date here:
-		 * the scheduler updated it when it picked the next task), which leaves out time the
-		 * hypervisor stole, as cpu.stat does. The clock only catches nonsense (a runtime
-		 * longer than the slice by more than clock skew could explain). */
-		__u64 wall = now - slice->start_ns;
-		__u64 ran = prev->se.sum_exec_runtime - slice->start_runtime_ns;
-		if (ran > wall + 1000000)
-			ran = wall;
 		slice->pending_ns += ran;
 		if (per_process)
 			hold_process_slice(slice, prev, ran);
@@ -178,9 +193,8 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	slice->start_ns = now;
 	slice->start_runtime_ns = next->se.sum_exec_runtime;
 	slice->pid = next->pid;
-	/* pid 0 is this CPU's idle task: idle time belongs to no cgroup. The pointer walk is
-	 * plain loads on BTF pointers (tp_btf), not four bpf_probe_read_kernel calls: this is the
-	 * hottest path of the exporter. */
+	/* The pointer walk is plain loads on BTF pointers (tp_btf), not four
+	 * bpf_probe_read_kernel calls: this is the hottest path of the exporter. */
 	slice->cgroup_id = next->pid ? next->cgroups->dfl_cgrp->kn->id : 0;
 	if (per_process)
 		slice->tgid = next->pid ? next->tgid : 0;
