@@ -157,6 +157,16 @@ fn busy_process_series_reach_prometheus_with_source_bpf_and_pass_promtool() {
     ] {
         assert!(text.contains(&format!("# TYPE {name} ")), "{name} missing");
     }
+    // Cardinality: the default top-N (10) processes, not every process of the node.
+    let exported = text
+        .lines()
+        .filter(|l| l.starts_with("greenpipe_process_cpu_seconds_total{"))
+        .filter(|l| l.contains("source=\"bpf\""))
+        .count();
+    assert!(
+        (1..=10).contains(&exported),
+        "{exported} processes exported"
+    );
     if let Err(problems) = promtool_check(&text) {
         panic!("promtool check metrics: {problems}");
     }

@@ -8,7 +8,7 @@
 //! this side deletes entries whose process is gone from procfs, so the map holds live processes
 //! only.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use greenpipe_common::names::{exporter, label, process, source};
@@ -80,7 +80,7 @@ impl ProcessLedger {
             push(*tgid, *counters, running_ns);
         }
         // Processes whose time so far is all in running or held slices (no entry yet).
-        let in_map: std::collections::HashSet<u32> = raw.iter().map(|(t, _)| *t).collect();
+        let in_map: HashSet<u32> = raw.iter().map(|(t, _)| *t).collect();
         for (tgid, ns) in running {
             let Ok(tgid) = u32::try_from(*tgid) else {
                 continue;
