@@ -236,6 +236,50 @@ fn instructions(id: u32) -> String {
         .unwrap_or_default()
 }
 
+/// CPU per tick of the collectors with per-process accounting on while `extra` more sleeping
+/// processes are in the per-process map (each process in the map costs two map system calls
+/// per tick).
+fn tick_with_processes(extra: usize) -> (usize, f64) {
+    let mut config = Config::for_paths(Paths::default(), "bench");
+    config.ebpf_per_process = true;
+    let mut sampler = Sampler::new(config).expect("sampler");
+    // Their own process group, so they all go with one kill of that group's id.
+    let mut sleepers = std::os::unix::process::CommandExt::process_group(
+        Command::new("sh").arg("-c").arg(format!(
+            "i=0; while [ $i -lt {extra} ]; do sleep 30 & i=$((i+1)); done; wait"
+        )),
+        0,
+    )
+    .spawn()
+    .expect("sh");
+    let tracked = |text: &str| -> usize {
+        text.lines()
+            .find_map(|l| l.strip_prefix("greenpipe_exporter_bpf_processes_tracked{"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0) as usize
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut in_map = 0;
+    while Instant::now() < deadline {
+        let text = String::from_utf8_lossy(&sampler.sample_text()).into_owned();
+        in_map = tracked(&text);
+        if in_map >= extra {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let ticks = 10;
+    let cpu0 = selfstat::cpu_seconds();
+    for _ in 0..ticks {
+        let _ = sampler.sample_text();
+    }
+    let per_tick = (selfstat::cpu_seconds() - cpu0) / ticks as f64;
+    // SAFETY: kill of the process group we created above.
+    unsafe { libc::kill(-(sleepers.id() as i32), libc::SIGKILL) };
+    let _ = sleepers.wait();
+    (in_map, per_tick)
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` lists benches; there is nothing to list.
@@ -320,4 +364,9 @@ fn main() {
     drop(floor);
     drop(off_programs);
     drop(on_programs);
+    let (in_map, per_tick) = tick_with_processes(1000);
+    println!(
+        "exporter tick with per-process on and {in_map} processes in the map: {:.2} ms CPU",
+        per_tick * 1e3
+    );
 }
