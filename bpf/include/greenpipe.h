@@ -8,7 +8,13 @@
  * cgroups each cycle, so in practice the map holds the live cgroups only. */
 #define GREENPIPE_MAX_CGROUPS 10240
 
-/* Per-CPU counters of one cgroup v2 (key: cgroup id = inode number of its directory). */
+/* Default bound of the per-process map (the exporter sets the real one before loading:
+ * --collector.ebpf.max-processes, or 1 when per-process accounting is off). LRU as well; the
+ * BPF side deletes a process's entry when its last thread exits. */
+#define GREENPIPE_MAX_PROCESSES 8192
+
+/* Per-CPU counters of one cgroup v2 (key: cgroup id = inode number of its directory), and of
+ * one process when per-process accounting is on (key: tgid, in the `process_counters` map). */
 struct cgroup_counters {
 	__u64 cpu_ns;               /* on-CPU time of finished slices */
 	__u64 page_cache_hits;      /* pages read() found in the page cache */
@@ -29,6 +35,22 @@ struct running_slice {
 	__u64 pending_cgroup; /* whose finished slices pending_ns holds */
 	__u64 pending_ns;
 	__u64 start_runtime_ns; /* the running task's se.sum_exec_runtime at switch-in */
+	/* Per-process accounting only (zero when it is off): the same holding scheme keyed by
+	 * tgid, with two slots, so a process's threads, its idle gaps, and two processes taking
+	 * turns on one CPU (a pipe's writer and reader, a task and its kworker) touch no hash
+	 * map. Slot 0 holds the process held most recently. */
+	__u64 tgid;                 /* process of the running task; 0 = idle */
+	__u64 pending_tgid;         /* slot 0: whose finished slices pending_process_ns holds */
+	__u64 pending_process_ns;
+	__u64 pending_tgid_older;   /* slot 1 */
+	__u64 pending_process_ns_older;
+	/* Times held time moved from this CPU's slots into a counters map: the exporter reads
+	 * the slots before and after the maps and retries when this moved in between (held time
+	 * would be in neither of its reads, or in both). */
+	__u64 flushes;
+	/* Thread id of the running task: the exporter reads its scheduler runtime to measure the
+	 * open slice without the stolen and interrupt time a wall-clock difference includes. */
+	__u64 pid;
 };
 
 #endif

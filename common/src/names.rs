@@ -136,6 +136,15 @@ pub mod process {
     pub const CPU_SECONDS_TOTAL: &str = "greenpipe_process_cpu_seconds_total";
     /// Gauge: resident memory of the process.
     pub const RESIDENT_MEMORY_BYTES: &str = "greenpipe_process_resident_memory_bytes";
+    /// Counter, `source`: pages the process's read() calls found in the page cache (eBPF
+    /// per-process accounting).
+    pub const PAGE_CACHE_HITS_TOTAL: &str = "greenpipe_process_page_cache_hits_total";
+    /// Counter, `source`: pages the process added to the page cache.
+    pub const PAGE_CACHE_ADDITIONS_TOTAL: &str = "greenpipe_process_page_cache_additions_total";
+    /// Counter, `direction`, `source`: block I/O bytes the process submitted.
+    pub const DISK_BYTES_TOTAL: &str = "greenpipe_process_disk_bytes_total";
+    /// Counter, `direction`, `source`: socket payload bytes the process sent or received.
+    pub const NETWORK_BYTES_TOTAL: &str = "greenpipe_process_network_bytes_total";
 }
 
 /// Power-meter readings written by the exporter.
@@ -186,6 +195,9 @@ pub mod exporter {
     pub const BPF_PROGRAM_ATTACHED: &str = "greenpipe_exporter_bpf_program_attached";
     /// Gauge: cgroups held in the BPF counters map (bounded; removed cgroups are deleted).
     pub const BPF_CGROUPS_TRACKED: &str = "greenpipe_exporter_bpf_cgroups_tracked";
+    /// Gauge: processes held in the BPF per-process map (0 with per-process accounting off;
+    /// bounded; exited processes are deleted).
+    pub const BPF_PROCESSES_TRACKED: &str = "greenpipe_exporter_bpf_processes_tracked";
     /// Gauge: perf-event file descriptors the hardware-counter collector holds open.
     pub const PERF_EVENTS_OPEN: &str = "greenpipe_exporter_perf_events_open";
 }

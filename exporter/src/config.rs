@@ -56,6 +56,14 @@ pub struct Cli {
     /// Also count loop, ram and zram devices in node disk metrics.
     #[arg(long = "collector.diskstats.include-virtual")]
     pub diskstats_include_virtual: bool,
+    /// eBPF: also account CPU, page cache, disk and network per process and export the top-N
+    /// (--collector.process.top-n) with source="bpf".
+    #[arg(long = "collector.ebpf.per-process")]
+    pub ebpf_per_process: bool,
+    /// eBPF per-process map bound (LRU; the least recently active process is evicted beyond
+    /// it) [default: 8192].
+    #[arg(long = "collector.ebpf.max-processes")]
+    pub ebpf_max_processes: Option<u32>,
     /// Optional TOML configuration file.
     #[arg(long = "config.file", global = true)]
     pub config_file: Option<PathBuf>,
@@ -108,6 +116,9 @@ pub struct FileConfig {
     /// `[diskstats]` section.
     #[serde(default)]
     pub diskstats: DiskstatsFile,
+    /// `[ebpf]` section.
+    #[serde(default)]
+    pub ebpf: EbpfFile,
     /// `[[meters]]`: power meters to read.
     #[serde(default)]
     pub meters: Vec<MeterFile>,
@@ -173,6 +184,16 @@ pub struct DiskstatsFile {
     pub include_virtual: Option<bool>,
 }
 
+/// `[ebpf]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EbpfFile {
+    /// Per-process accounting.
+    pub per_process: Option<bool>,
+    /// Per-process map bound.
+    pub max_processes: Option<u32>,
+}
+
 /// The validated configuration the exporter runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -196,6 +217,10 @@ pub struct Config {
     pub netdev_include_loopback: bool,
     /// Count loop, ram and zram devices in node disk metrics.
     pub diskstats_include_virtual: bool,
+    /// eBPF per-process accounting (top-N by CPU exported, `process_top_n`).
+    pub ebpf_per_process: bool,
+    /// eBPF per-process map bound.
+    pub ebpf_max_processes: u32,
     /// Log filter.
     pub log_level: String,
     /// Power meters to read.
@@ -224,6 +249,8 @@ impl Config {
             process_top_n: 10,
             netdev_include_loopback: false,
             diskstats_include_virtual: false,
+            ebpf_per_process: false,
+            ebpf_max_processes: crate::bpf::DEFAULT_MAX_PROCESSES,
             log_level: "info".into(),
             meters: Vec::new(),
             meter_timeout: DEFAULT_METER_TIMEOUT,
@@ -366,6 +393,13 @@ fn merge(
             .or(file.paths.cgroupfs)
             .unwrap_or(defaults.cgroupfs),
     };
+    let ebpf_max_processes = cli
+        .ebpf_max_processes
+        .or(file.ebpf.max_processes)
+        .unwrap_or(crate::bpf::DEFAULT_MAX_PROCESSES);
+    if ebpf_max_processes == 0 {
+        bail!("--collector.ebpf.max-processes must be at least 1");
+    }
     let mut toggles: BTreeMap<&'static str, bool> = BTreeMap::new();
     for (name, on) in &file.collectors {
         let spec = collector::spec(name).with_context(|| {
@@ -400,6 +434,8 @@ fn merge(
             || file.netdev.include_loopback.unwrap_or(false),
         diskstats_include_virtual: cli.diskstats_include_virtual
             || file.diskstats.include_virtual.unwrap_or(false),
+        ebpf_per_process: cli.ebpf_per_process || file.ebpf.per_process.unwrap_or(false),
+        ebpf_max_processes,
         log_level: cli.log_level,
         meters,
         meter_timeout,
@@ -505,6 +541,31 @@ mod tests {
         std::fs::write(&path, "[collectors]\nnosuch = true\n").unwrap();
         let err = parse(&["--config.file", path.to_str().unwrap()]).unwrap_err();
         assert!(format!("{err:#}").contains("unknown collector"), "{err:#}");
+    }
+
+    #[test]
+    fn ebpf_per_process_from_flags_or_file() {
+        let c = parse(&[]).unwrap();
+        assert!(!c.ebpf_per_process, "off by default (cardinality)");
+        assert_eq!(c.ebpf_max_processes, crate::bpf::DEFAULT_MAX_PROCESSES);
+        let c = parse(&[
+            "--collector.ebpf.per-process",
+            "--collector.ebpf.max-processes",
+            "100",
+        ])
+        .unwrap();
+        assert!(c.ebpf_per_process);
+        assert_eq!(c.ebpf_max_processes, 100);
+        assert!(parse(&["--collector.ebpf.max-processes", "0"]).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[ebpf]\nper_process = true\nmax_processes = 64\n").unwrap();
+        let c = parse(&["--config.file", path.to_str().unwrap()]).unwrap();
+        assert!(c.ebpf_per_process);
+        assert_eq!(c.ebpf_max_processes, 64);
+        std::fs::write(&path, "[ebpf]\nper_procs = true\n").unwrap();
+        let err = parse(&["--config.file", path.to_str().unwrap()]).unwrap_err();
+        assert!(format!("{err:#}").contains("per_procs"), "{err:#}");
     }
 
     #[test]

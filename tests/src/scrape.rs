@@ -45,9 +45,8 @@ pub fn sample(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
     }
 }
 
-/// What `promtool check metrics` says about a metrics page: `None` when it exits 0 and prints
-/// nothing (lint warnings such as a counter without `_total` are printed with exit 0, and count).
-pub fn promtool_problems(text: &str) -> Option<String> {
+/// Runs `promtool check metrics` on a metrics page: `Err` carries promtool's complaints.
+pub fn promtool_check(text: &str) -> Result<(), String> {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let mut promtool = Command::new("promtool")
@@ -56,20 +55,26 @@ pub fn promtool_problems(text: &str) -> Option<String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("promtool is installed by scripts/setup.sh (Debian package prometheus)");
-    let mut stdin = promtool.stdin.take().expect("piped stdin");
-    stdin
+        .map_err(|e| format!("promtool (Debian package prometheus, scripts/setup.sh): {e}"))?;
+    promtool
+        .stdin
+        .take()
+        .expect("piped stdin")
         .write_all(text.as_bytes())
-        .expect("writing to promtool");
-    drop(stdin);
-    let output = promtool.wait_with_output().expect("promtool runs");
-    let said = format!(
+        .map_err(|e| format!("writing to promtool: {e}"))?;
+    let output = promtool
+        .wait_with_output()
+        .map_err(|e| format!("promtool: {e}"))?;
+    let problems = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    (!output.status.success() || !said.trim().is_empty())
-        .then(|| format!("exit {}: {}", output.status, said.trim()))
+    if output.status.success() && problems.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use greenpipe_common::names::{exporter, label, node};
-use greenpipe_tests::scrape::{fetch, promtool_problems, sample};
+use greenpipe_tests::scrape::{fetch, promtool_check, sample};
 use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard};
 
 fn start(extra: &[&str]) -> (Guard, String) {
@@ -80,7 +80,7 @@ fn live_metrics_pass_promtool() {
     .expect("two collection cycles");
     assert!(text.contains("greenpipe_process_cpu_seconds_total{"));
     assert!(text.contains("greenpipe_container_cpu_seconds_total{"));
-    if let Some(problems) = promtool_problems(&text) {
+    if let Err(problems) = promtool_check(&text) {
         panic!("promtool check metrics: {problems}");
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use greenpipe_exporter::meter::um_emulator::Emulator;
 use greenpipe_exporter::meter::usb_um::{DataGroup, Frame, Model};
-use greenpipe_tests::scrape::promtool_problems;
+use greenpipe_tests::scrape::promtool_check;
 use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard, Prometheus};
 
 const SERIES: &str = "{node=\"e2e-meter\",meter=\"rfcomm0\",kind=\"um25c\"}";
@@ -84,7 +84,7 @@ fn um25c_on_a_pty_reaches_prometheus_and_survives_unplug() {
         .unwrap()
         .text()
         .unwrap();
-    if let Some(problems) = promtool_problems(&text) {
+    if let Err(problems) = promtool_check(&text) {
         panic!("promtool check metrics: {problems}");
     }
 

@@ -1,6 +1,7 @@
 //! Rust mirrors of the map layouts in `bpf/include/greenpipe.h`.
 
-/// Per-CPU counters of one cgroup v2 (`struct cgroup_counters`).
+/// Per-CPU counters of one cgroup v2 (`struct cgroup_counters`); the same struct holds one
+/// process's counters in the per-process map.
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct CgroupCounters {
@@ -38,6 +39,20 @@ pub struct RunningSlice {
     pub pending_ns: u64,
     /// The running task's scheduler runtime at switch-in (BPF side only).
     pub start_runtime_ns: u64,
+    /// Process (tgid) of the running task; 0 for the idle task or with per-process off.
+    pub tgid: u64,
+    /// Process whose finished slices `pending_process_ns` holds (the most recent of two).
+    pub pending_tgid: u64,
+    /// Finished on-CPU nanoseconds of `pending_tgid` not yet in its process counters.
+    pub pending_process_ns: u64,
+    /// The other held process.
+    pub pending_tgid_older: u64,
+    /// Finished on-CPU nanoseconds of `pending_tgid_older` not yet in its process counters.
+    pub pending_process_ns_older: u64,
+    /// Times held time moved from this CPU into a counters map.
+    pub flushes: u64,
+    /// Thread id of the running task (0 for the idle task).
+    pub pid: u64,
 }
 
 // SAFETY: repr(C), only u64 fields, no padding; any bit pattern is valid.
@@ -126,10 +141,17 @@ mod tests {
                 "cgroup_id",
                 "pending_cgroup",
                 "pending_ns",
-                "start_runtime_ns"
+                "start_runtime_ns",
+                "tgid",
+                "pending_tgid",
+                "pending_process_ns",
+                "pending_tgid_older",
+                "pending_process_ns_older",
+                "flushes",
+                "pid"
             ]
         );
-        assert_eq!(std::mem::size_of::<RunningSlice>(), 40);
+        assert_eq!(std::mem::size_of::<RunningSlice>(), 96);
     }
 
     #[test]

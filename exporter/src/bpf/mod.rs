@@ -14,6 +14,11 @@ use aya::{Btf, Ebpf, EbpfLoader};
 
 use abi::{CgroupCounters, RunningSlice};
 
+/// Per-cgroup counters map (key: cgroup id).
+const COUNTERS_MAP: &str = "cgroup_counters";
+/// Per-process counters map (key: tgid).
+const PROCESS_MAP: &str = "process_counters";
+
 /// `bpf/accounting.bpf.c`, compiled (or an empty stub when built without clang).
 pub static ACCOUNTING_OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/accounting.bpf.o"));
@@ -33,6 +38,8 @@ pub enum Signal {
     NetworkTransmit,
     /// Socket bytes received.
     NetworkReceive,
+    /// Process exits (frees per-process entries).
+    ProcessExit,
 }
 
 /// (program function, BTF tracepoint, signal). The first one is required.
@@ -59,7 +66,30 @@ pub const PROGRAMS: &[(&str, &str, Signal)] = &[
         "sock_recv_length",
         Signal::NetworkReceive,
     ),
+    ("on_process_exit", "sched_process_exit", Signal::ProcessExit),
 ];
+
+/// How to load the programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Also account per process (tgid). Off, the BPF side's per-process code is removed by the
+    /// verifier and the per-process map is created with a single slot.
+    pub per_process: bool,
+    /// Bound of the per-process map (LRU) when `per_process` is on.
+    pub max_processes: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            per_process: false,
+            max_processes: DEFAULT_MAX_PROCESSES,
+        }
+    }
+}
+
+/// Default bound of the per-process map (`GREENPIPE_MAX_PROCESSES` in `bpf/include/greenpipe.h`).
+pub const DEFAULT_MAX_PROCESSES: u32 = 8192;
 
 /// Why the programs could not run.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +121,7 @@ pub enum LoadError {
 /// The loaded accounting programs and their maps.
 pub struct Accounting {
     ebpf: Ebpf,
+    options: Options,
     /// Program → `None` if attached, `Some(error)` if it did not load or attach.
     pub programs: BTreeMap<&'static str, Option<String>>,
 }
@@ -120,17 +151,38 @@ fn chain(err: &dyn std::error::Error) -> String {
 }
 
 impl Accounting {
-    /// Loads `object` (normally [`ACCOUNTING_OBJECT`]) and attaches every program it can.
+    /// Loads `object` (normally [`ACCOUNTING_OBJECT`]) with default [`Options`] (per-cgroup
+    /// accounting only) and attaches every program it can.
     pub fn load(object: &[u8]) -> Result<Accounting, LoadError> {
+        Self::load_with(object, Options::default())
+    }
+
+    /// Loads `object` with `options` and attaches every program it can.
+    pub fn load_with(object: &[u8], options: Options) -> Result<Accounting, LoadError> {
         if object.is_empty() {
             return Err(LoadError::StubObject);
         }
         let btf = Btf::from_sys_fs().map_err(|e| LoadError::NoBtf(chain(&e)))?;
         // The task-storage map of the page-cache program has no typed wrapper in aya 0.14; the
         // kernel creates it all the same and only the BPF side uses it.
-        let mut ebpf = EbpfLoader::new()
+        // The flag is a `const volatile` in .rodata: set before load, the verifier sees its value
+        // and drops the per-process branches when it is 0. The map is preallocated by the
+        // kernel, so off it gets one slot instead of thousands.
+        let slots = if options.per_process {
+            options.max_processes.max(1)
+        } else {
+            1
+        };
+        let mut loader = EbpfLoader::new();
+        loader
             .btf(Some(&btf))
             .allow_unsupported_maps()
+            .map_max_entries(PROCESS_MAP, slots);
+        if options.per_process {
+            // Off is the object's own value (0).
+            loader.override_global("per_process", &1u32, true);
+        }
+        let mut ebpf = loader
             .load(object)
             .map_err(|e| LoadError::Object(chain(&e)))?;
         let mut programs = BTreeMap::new();
@@ -147,11 +199,21 @@ impl Accounting {
             }
             programs.insert(*name, result.err());
         }
-        let accounting = Accounting { ebpf, programs };
+        let accounting = Accounting {
+            ebpf,
+            options,
+            programs,
+        };
         // Fail now, not at the first read, if the object's maps do not match ours.
-        accounting.counters_map()?;
+        accounting.counters_map::<u64>(COUNTERS_MAP)?;
+        accounting.counters_map::<u32>(PROCESS_MAP)?;
         accounting.running_map()?;
         Ok(accounting)
+    }
+
+    /// The options the programs were loaded with.
+    pub fn options(&self) -> Options {
+        self.options
     }
 
     /// Whether the program measuring `signal` is attached.
@@ -162,12 +224,15 @@ impl Accounting {
             .all(|(name, _, _)| matches!(self.programs.get(name), Some(None)))
     }
 
-    fn counters_map(&self) -> Result<PerCpuHashMap<&MapData, u64, CgroupCounters>, LoadError> {
+    fn counters_map<K: aya::Pod>(
+        &self,
+        name: &'static str,
+    ) -> Result<PerCpuHashMap<&MapData, K, CgroupCounters>, LoadError> {
         let map = self
             .ebpf
-            .map("cgroup_counters")
-            .ok_or(LoadError::Map("cgroup_counters", "absent".into()))?;
-        PerCpuHashMap::try_from(map).map_err(|e| LoadError::Map("cgroup_counters", chain(&e)))
+            .map(name)
+            .ok_or(LoadError::Map(name, "absent".into()))?;
+        PerCpuHashMap::try_from(map).map_err(|e| LoadError::Map(name, chain(&e)))
     }
 
     fn running_map(&self) -> Result<PerCpuArray<&MapData, RunningSlice>, LoadError> {
@@ -180,18 +245,30 @@ impl Accounting {
 
     /// Every cgroup's counters, summed over CPUs.
     pub fn counters(&self) -> anyhow::Result<Vec<(u64, CgroupCounters)>> {
-        let map = self.counters_map()?;
+        self.read_counters(COUNTERS_MAP)
+    }
+
+    /// Every process's counters (key: tgid), summed over CPUs. Empty with per-process off.
+    pub fn process_counters(&self) -> anyhow::Result<Vec<(u32, CgroupCounters)>> {
+        self.read_counters(PROCESS_MAP)
+    }
+
+    fn read_counters<K: aya::Pod>(
+        &self,
+        name: &'static str,
+    ) -> anyhow::Result<Vec<(K, CgroupCounters)>> {
+        let map = self.counters_map::<K>(name)?;
         let mut all = Vec::new();
         for entry in map.iter() {
-            let (id, per_cpu) = match entry {
+            let (key, per_cpu) = match entry {
                 Ok(e) => e,
-                // The key was deleted (LRU eviction) between listing and lookup.
+                // The key was deleted (LRU eviction, process exit) between listing and lookup.
                 Err(aya::maps::MapError::KeyNotFound) => continue,
-                Err(e) => return Err(anyhow::anyhow!("reading cgroup_counters: {}", chain(&e))),
+                Err(e) => return Err(anyhow::anyhow!("reading {name}: {}", chain(&e))),
             };
             let mut sum = CgroupCounters::default();
             per_cpu.iter().for_each(|c| sum.add(c));
-            all.push((id, sum));
+            all.push((key, sum));
         }
         Ok(all)
     }
@@ -207,18 +284,33 @@ impl Accounting {
 
     /// Forgets a cgroup (it was removed).
     pub fn forget(&mut self, cgroup_id: u64) -> anyhow::Result<()> {
+        self.remove(COUNTERS_MAP, cgroup_id)
+    }
+
+    /// Forgets a process (it exited but a slice held on another CPU recreated its entry).
+    pub fn forget_process(&mut self, tgid: u32) -> anyhow::Result<()> {
+        self.remove(PROCESS_MAP, tgid)
+    }
+
+    fn remove<K: aya::Pod + std::fmt::Display>(
+        &mut self,
+        name: &'static str,
+        key: K,
+    ) -> anyhow::Result<()> {
         let map = self
             .ebpf
-            .map_mut("cgroup_counters")
-            .ok_or_else(|| anyhow::anyhow!("map cgroup_counters absent"))?;
-        let mut map: PerCpuHashMap<&mut MapData, u64, CgroupCounters> =
-            PerCpuHashMap::try_from(map)?;
-        match map.remove(&cgroup_id) {
+            .map_mut(name)
+            .ok_or_else(|| anyhow::anyhow!("map {name} absent"))?;
+        let mut map: PerCpuHashMap<&mut MapData, K, CgroupCounters> = PerCpuHashMap::try_from(map)?;
+        match map.remove(&key) {
+            // Gone already: the BPF side deleted it (process exit) or the LRU evicted it.
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
-            Err(e) => Err(anyhow::anyhow!(
-                "deleting cgroup {cgroup_id}: {}",
-                chain(&e)
-            )),
+            Err(aya::maps::MapError::SyscallError(e))
+                if e.io_error.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(anyhow::anyhow!("deleting {key} from {name}: {}", chain(&e))),
         }
     }
 }

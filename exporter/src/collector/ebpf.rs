@@ -6,15 +6,21 @@
 //! container's total, so a cgroup removed or evicted from the bounded map never makes a total
 //! drop, and it adds the slices still running on each CPU, so a container that never leaves the
 //! CPU shows smooth usage rather than lumps at each context switch.
+//!
+//! With `--collector.ebpf.per-process` the same programs also account per process; the
+//! per-process series are in [`processes`].
+
+pub mod processes;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use greenpipe_common::names::{container, exporter, label, source, SYSTEM_CONTAINER};
 use tracing::warn;
 
 use super::{CollectError, Collector, Report, Spec};
 use crate::bpf::abi::{CgroupCounters, RunningSlice};
-use crate::bpf::{self, Accounting, LoadError, Signal, PROGRAMS};
+use crate::bpf::{self, Accounting, LoadError, Options, Signal, PROGRAMS};
 use crate::cgroup_ids::{mounted_v2_root, CgroupIndex};
 use crate::config::Config;
 use crate::container_id::ContainerRef;
@@ -37,7 +43,11 @@ const REASON_MAX: usize = 240;
 
 fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
     let root = mounted_v2_root(&config.paths.cgroupfs).map_err(CollectError::Unavailable)?;
-    let accounting = Accounting::load(bpf::ACCOUNTING_OBJECT).map_err(|e| {
+    let options = Options {
+        per_process: config.ebpf_per_process,
+        max_processes: config.ebpf_max_processes,
+    };
+    let accounting = Accounting::load_with(bpf::ACCOUNTING_OBJECT, options).map_err(|e| {
         let full = e.to_string();
         warn!(error = %full, "eBPF accounting unavailable; procfs and cgroup collectors go on");
         CollectError::Unavailable(short_reason(&e))
@@ -47,10 +57,15 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
             warn!(program, %error, "BPF program not attached; its signal is not exported");
         }
     }
+    let processes = options
+        .per_process
+        .then(|| processes::Processes::new(&config.paths.procfs, config.process_top_n));
     Ok(Box::new(EbpfCollector {
         accounting,
+        procfs: config.paths.procfs.clone(),
         index: CgroupIndex::new(root),
         ledger: Ledger::default(),
+        processes,
         ticks: 0,
     }))
 }
@@ -92,8 +107,12 @@ fn shorten(text: &str) -> String {
 
 struct EbpfCollector {
     accounting: Accounting,
+    /// Where the running tasks' scheduler runtimes are read.
+    procfs: PathBuf,
     index: CgroupIndex,
     ledger: Ledger,
+    /// Per-process export, when per-process accounting is on.
+    processes: Option<processes::Processes>,
     ticks: u64,
 }
 
@@ -169,34 +188,124 @@ impl Ledger {
     }
 }
 
-/// On-CPU nanoseconds of each cgroup not yet in the counters map at `now_ns`: slices still
-/// running, and finished slices the BPF side holds per CPU until another cgroup runs there.
-pub fn running_ns(slices: &[RunningSlice], now_ns: u64) -> HashMap<u64, u64> {
+/// How long each CPU's open slice has run at `now_ns`: the running task's scheduler runtime
+/// since it was switched in (`runtime_of(tid)`, from `/proc/<tid>/schedstat`), which leaves
+/// out what the hypervisor stole and interrupts took, as finished slices and `cpu.stat` do;
+/// capped by the wall-clock time, which is used alone when the task is gone or is another
+/// task (procfs of another pid namespace, a reused id).
+pub fn open_ns(
+    slices: &[RunningSlice],
+    now_ns: u64,
+    runtime_of: impl Fn(u64) -> Option<u64>,
+) -> Vec<u64> {
+    slices
+        .iter()
+        .map(|s| {
+            if s.start_ns == 0 || now_ns <= s.start_ns || s.pid == 0 {
+                return 0;
+            }
+            let wall = now_ns - s.start_ns;
+            match runtime_of(s.pid) {
+                Some(runtime) if runtime >= s.start_runtime_ns => {
+                    wall.min(runtime - s.start_runtime_ns)
+                }
+                _ => wall,
+            }
+        })
+        .collect()
+}
+
+/// A thread's scheduler runtime in nanoseconds: the first field of `/proc/<tid>/schedstat`
+/// (updated at every switch and scheduler tick).
+pub fn schedstat_runtime(procfs: &Path, tid: u64) -> Option<u64> {
+    let text = std::fs::read_to_string(procfs.join(tid.to_string()).join("schedstat")).ok()?;
+    text.split_ascii_whitespace().next()?.parse().ok()
+}
+
+/// On-CPU nanoseconds of each cgroup not yet in the counters map: slices still running
+/// (`open`, per slice, from [`open_ns`]), and finished slices the BPF side holds per CPU until
+/// another cgroup runs there.
+pub fn running_ns(slices: &[RunningSlice], open: &[u64]) -> HashMap<u64, u64> {
+    held_ns(slices, open, |s| {
+        (s.cgroup_id, [(s.pending_cgroup, s.pending_ns), (0, 0)])
+    })
+}
+
+/// [`running_ns`] for any owner key: `fields` gives a slice's running owner and its held
+/// (owner, ns) pairs; owner 0 is nobody (the idle task, an empty slot).
+pub fn held_ns(
+    slices: &[RunningSlice],
+    open: &[u64],
+    fields: impl Fn(&RunningSlice) -> (u64, [(u64, u64); 2]),
+) -> HashMap<u64, u64> {
     let mut out: HashMap<u64, u64> = HashMap::new();
-    for s in slices {
-        if s.cgroup_id != 0 && s.start_ns != 0 && now_ns > s.start_ns {
-            *out.entry(s.cgroup_id).or_default() += now_ns - s.start_ns;
+    for (s, open) in slices.iter().zip(open) {
+        let (running, held) = fields(s);
+        if running != 0 && *open != 0 {
+            *out.entry(running).or_default() += open;
         }
-        if s.pending_cgroup != 0 && s.pending_ns != 0 {
-            *out.entry(s.pending_cgroup).or_default() += s.pending_ns;
+        for (owner, ns) in held {
+            if owner != 0 && ns != 0 {
+                *out.entry(owner).or_default() += ns;
+            }
         }
     }
     out
 }
 
+/// Attempts at reading the maps while no CPU moves held time into them.
+const READ_ATTEMPTS: usize = 3;
+
+/// True when no CPU moved held time into a counters map between the two slice reads.
+pub fn no_flush_between(before: &[RunningSlice], after: &[RunningSlice]) -> bool {
+    before.len() == after.len()
+        && before
+            .iter()
+            .zip(after)
+            .all(|(b, a)| b.flushes == a.flushes)
+}
+
+/// Counters of the cgroups, of the processes (empty when off), and the per-CPU slices.
+type Reading = (
+    Vec<(u64, CgroupCounters)>,
+    Vec<(u32, CgroupCounters)>,
+    Vec<RunningSlice>,
+);
+
 impl EbpfCollector {
     fn failed(e: impl std::fmt::Display) -> CollectError {
         CollectError::Failed(anyhow::anyhow!("{e}"))
+    }
+
+    /// The maps, then the slices. Time a CPU holds moves into a map now and then; if it moved
+    /// while the maps were being read, it could be in neither read or in both, so the read is
+    /// retaken (a busy process holds seconds, and a map of hundreds of processes takes a
+    /// millisecond to read). After the last attempt, whatever was read is used: at worst a
+    /// share of held time shows one tick late.
+    fn consistent_read(&self) -> Result<Reading, CollectError> {
+        let mut before = self.accounting.running().map_err(Self::failed)?;
+        for attempt in 1..=READ_ATTEMPTS {
+            let raw = self.accounting.counters().map_err(Self::failed)?;
+            let process_raw = match self.processes {
+                Some(_) => self.accounting.process_counters().map_err(Self::failed)?,
+                None => Vec::new(),
+            };
+            let slices = self.accounting.running().map_err(Self::failed)?;
+            if attempt == READ_ATTEMPTS || no_flush_between(&before, &slices) {
+                return Ok((raw, process_raw, slices));
+            }
+            before = slices;
+        }
+        unreachable!("the last attempt returns")
     }
 }
 
 impl Collector for EbpfCollector {
     fn collect(&mut self, out: &mut MetricSet, _report: &mut Report) -> Result<(), CollectError> {
-        // Finished slices first, then open ones: a switch in between loses a slice for one
-        // tick (caught up at the next) instead of counting it twice.
-        let raw = self.accounting.counters().map_err(Self::failed)?;
-        let slices = self.accounting.running().map_err(Self::failed)?;
-        let running = running_ns(&slices, bpf::monotonic_ns());
+        let (raw, process_raw, slices) = self.consistent_read()?;
+        let now_ns = bpf::monotonic_ns();
+        let open = open_ns(&slices, now_ns, |tid| schedstat_runtime(&self.procfs, tid));
+        let running = running_ns(&slices, &open);
         self.ticks += 1;
         let unknown = raw
             .iter()
@@ -245,6 +354,19 @@ impl Collector for EbpfCollector {
             self.emit(out, &owner, cpu_ns, &counters);
         }
         self.self_metrics(out, raw.len());
+        if let Some(processes) = &mut self.processes {
+            let sweep = self.ticks % WALK_EVERY_TICKS == 1;
+            processes
+                .collect(
+                    &mut self.accounting,
+                    &process_raw,
+                    &slices,
+                    &open,
+                    sweep,
+                    out,
+                )
+                .map_err(Self::failed)?;
+        }
         Ok(())
     }
 }
@@ -411,7 +533,9 @@ mod tests {
             cgroup_id,
             pending_cgroup,
             pending_ns,
-            start_runtime_ns: 0,
+            // The idle task is pid 0; any other id will do.
+            pid: cgroup_id,
+            ..Default::default()
         };
         let slices = [
             slice(100, 7, 0, 0),
@@ -421,11 +545,32 @@ mod tests {
             // Switched in after the clock read.
             slice(300, 8, 0, 0),
         ];
-        let r = running_ns(&slices, 200);
+        let r = running_ns(&slices, &open_ns(&slices, 200, |_| None));
         assert_eq!(r.get(&7), Some(&255));
         assert_eq!(r.get(&9), Some(&40));
         assert_eq!(r.get(&8), None);
         assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn open_slices_use_the_tasks_runtime_capped_by_the_wall_clock() {
+        let slice = |pid, start_runtime_ns| RunningSlice {
+            start_ns: 1_000,
+            start_runtime_ns,
+            pid,
+            cgroup_id: 5,
+            ..Default::default()
+        };
+        let slices = [slice(10, 500), slice(11, 500), slice(12, 500), slice(0, 0)];
+        let runtime = |tid| match tid {
+            10 => Some(800),   // ran 300 ns of the 1,000 ns since switch-in (the rest stolen)
+            11 => Some(5_000), // more than the wall clock: not this slice's task
+            12 => Some(100),   // below the switch-in runtime: another task with this id
+            _ => None,
+        };
+        assert_eq!(open_ns(&slices, 2_000, runtime), vec![300, 1_000, 1_000, 0]);
+        // Without procfs, the wall clock.
+        assert_eq!(open_ns(&slices[..1], 2_000, |_| None), vec![1_000]);
     }
 
     #[test]

@@ -3,11 +3,15 @@
 //!
 //! Every tick reads `/proc/<pid>/stat` of every process (one small file each); only the N
 //! exported ones also get their `/proc/<pid>/cgroup` read, for the `container_id` label.
+//!
+//! The ranking ([`top_n`]) and the labels ([`Labeler`], [`labels`]) are shared with the eBPF
+//! collector's per-process series (`source="bpf"`), so both sources pick and name processes
+//! the same way.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use greenpipe_common::names::{label, process, SYSTEM_CONTAINER};
+use greenpipe_common::names::{label, process, source, SYSTEM_CONTAINER};
 
 use super::source::read_into;
 use super::{CollectError, Collector, Report, Spec};
@@ -68,6 +72,77 @@ pub fn container_of(cgroup_text: &str) -> String {
         .unwrap_or_else(|| SYSTEM_CONTAINER.to_string())
 }
 
+/// Keeps the `n` processes that used the most CPU recently (`delta`); on a tie (e.g. all idle),
+/// the most lifetime CPU (`total`), then the lowest pid, so the choice is stable.
+pub fn top_n<T>(items: &mut Vec<T>, n: usize, key: impl Fn(&T) -> (u64, u64, u32)) {
+    items.sort_unstable_by(|a, b| {
+        let ((da, ta, pa), (db, tb, pb)) = (key(a), key(b));
+        (db, tb, pa).cmp(&(da, ta, pb))
+    });
+    items.truncate(n);
+}
+
+/// HELP of the per-process CPU counter, the same for both sources (one family).
+pub const CPU_HELP: &str = "CPU time of the process, for the top-N by recent CPU (source=\"procfs\": /proc/<pid>/stat utime + stime; source=\"bpf\": sched_switch).";
+
+/// The labels of a per-process series: `pid`, `comm`, `container_id`, `source`.
+pub fn labels<'a>(
+    pid: &'a str,
+    comm: &'a str,
+    container: &'a str,
+    source: &'static str,
+) -> [(&'static str, &'a str); 4] {
+    [
+        (label::PID, pid),
+        (label::COMM, comm),
+        (label::CONTAINER_ID, container),
+        (label::SOURCE, source),
+    ]
+}
+
+/// Reads what labels a process from procfs, for the few processes exported.
+#[derive(Debug)]
+pub struct Labeler {
+    procfs: PathBuf,
+    path: PathBuf,
+    buf: String,
+}
+
+impl Labeler {
+    /// Reads under `procfs`.
+    pub fn new(procfs: &Path) -> Labeler {
+        Labeler {
+            procfs: procfs.to_path_buf(),
+            path: procfs.to_path_buf(),
+            buf: String::with_capacity(1024),
+        }
+    }
+
+    fn read(&mut self, pid: u32, file: &str) -> bool {
+        self.path.clone_from(&self.procfs);
+        self.path.push(pid.to_string());
+        self.path.push(file);
+        read_into(&self.path, &mut self.buf).is_ok()
+    }
+
+    /// The container the process runs in (`system` outside containers, or if it is gone).
+    pub fn container(&mut self, pid: u32) -> String {
+        if self.read(pid, "cgroup") {
+            container_of(&self.buf)
+        } else {
+            SYSTEM_CONTAINER.to_string()
+        }
+    }
+
+    /// The process's command name, `None` if it is gone (or its stat is unreadable).
+    pub fn comm(&mut self, pid: u32) -> Option<String> {
+        if !self.read(pid, "stat") {
+            return None;
+        }
+        parse_stat(&self.buf).map(|s| s.comm.to_string())
+    }
+}
+
 struct Candidate {
     pid: u32,
     comm: String,
@@ -84,6 +159,7 @@ struct ProcessCollector {
     current: HashMap<u32, (u64, u64)>,
     candidates: Vec<Candidate>,
     buf: String,
+    labeler: Labeler,
     ticks_per_second: f64,
     page_size: f64,
 }
@@ -92,12 +168,13 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
     let procfs = config.paths.procfs.clone();
     std::fs::read_dir(&procfs).map_err(|e| CollectError::from_io(&procfs, e))?;
     Ok(Box::new(ProcessCollector {
-        procfs,
+        procfs: procfs.clone(),
         top_n: config.process_top_n,
         previous: HashMap::new(),
         current: HashMap::new(),
         candidates: Vec::new(),
         buf: String::with_capacity(1024),
+        labeler: Labeler::new(&procfs),
         ticks_per_second: crate::selfstat::clock_ticks_per_second(),
         page_size: crate::selfstat::page_size() as f64,
     }))
@@ -143,29 +220,16 @@ impl Collector for ProcessCollector {
             });
         }
         std::mem::swap(&mut self.previous, &mut self.current);
-        self.candidates.sort_unstable_by(|a, b| {
-            // Recent CPU first; on a tie (e.g. all idle), lifetime CPU, then pid: stable.
-            (b.delta, b.cpu_ticks, a.pid).cmp(&(a.delta, a.cpu_ticks, b.pid))
+        top_n(&mut self.candidates, self.top_n, |c| {
+            (c.delta, c.cpu_ticks, c.pid)
         });
-        self.candidates.truncate(self.top_n);
         for c in &self.candidates {
-            path.push(c.pid.to_string());
-            path.push("cgroup");
-            let container = match read_into(&path, &mut self.buf) {
-                Ok(()) => container_of(&self.buf),
-                Err(_) => SYSTEM_CONTAINER.to_string(),
-            };
-            path.pop();
-            path.pop();
+            let container = self.labeler.container(c.pid);
             let pid = c.pid.to_string();
-            let labels = [
-                (label::PID, pid.as_str()),
-                (label::COMM, c.comm.as_str()),
-                (label::CONTAINER_ID, container.as_str()),
-            ];
+            let labels = labels(&pid, &c.comm, &container, source::PROCFS);
             out.counter(
                 process::CPU_SECONDS_TOTAL,
-                "CPU time (user + system) of the process, for the top-N by recent CPU (/proc/<pid>/stat).",
+                CPU_HELP,
                 &labels,
                 c.cpu_ticks as f64 / self.ticks_per_second,
             );
@@ -198,6 +262,13 @@ mod tests {
         );
         assert_eq!(parse_stat("1 (x) S 1 2"), None);
         assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn top_n_ranks_recent_then_lifetime_cpu_then_pid() {
+        let mut items = vec![(5, 0, 100), (5, 9, 4), (9, 0, 7), (0, 50, 2), (0, 50, 1)];
+        top_n(&mut items, 4, |&(d, t, p)| (d, t, p));
+        assert_eq!(items, vec![(9, 0, 7), (5, 9, 4), (5, 0, 100), (0, 50, 1)]);
     }
 
     #[test]

@@ -114,7 +114,13 @@ impl Drop for TestCgroup {
 
 /// Builds a collector from the registry with the host's default paths.
 pub fn build(spec: &Spec) -> Box<dyn Collector> {
-    let config = Config::for_paths(Paths::default(), "test-node");
+    build_with(spec, |_| {})
+}
+
+/// [`build`] with the default configuration changed by `adjust` first.
+pub fn build_with(spec: &Spec, adjust: impl FnOnce(&mut Config)) -> Box<dyn Collector> {
+    let mut config = Config::for_paths(Paths::default(), "test-node");
+    adjust(&mut config);
     match (spec.build)(&config) {
         Ok(c) => c,
         Err(e) => panic!("collector {} did not build: {e}", spec.name),
@@ -142,4 +148,90 @@ pub fn value(set: &MetricSet, name: &str, labels: &[(&str, &str)]) -> Option<f64
                 .all(|(k, v)| s.labels.iter().any(|(lk, lv)| lk == k && lv == v))
         })
         .map(|s| s.value)
+}
+
+/// A forked copy of the test process that runs one piece of work inside a test cgroup, then
+/// stays alive until [`Forked::finish`]: per-process counters are read while the process still
+/// exists (the BPF side deletes a process's entry when it exits). The child only makes raw
+/// system calls after the fork, which is what a forked copy of a multi-threaded process may do.
+pub struct Forked {
+    /// The child's pid (= its tgid).
+    pub pid: i32,
+    go: i32,
+    done: i32,
+}
+
+fn pipe() -> (i32, i32) {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we own.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    (fds[0], fds[1])
+}
+
+impl Forked {
+    /// Forks; the child waits until it is in `cg`, runs `work` (which returns false on
+    /// failure), reports, and waits for [`Forked::finish`].
+    pub fn start(cg: &TestCgroup, work: impl FnOnce() -> bool) -> Forked {
+        let (go_read, go_write) = pipe();
+        let (done_read, done_write) = pipe();
+        // SAFETY: the child below only makes raw system calls (read, the work's calls, write,
+        // _exit): no allocation, no lock another thread could hold.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let mut byte = 0u8;
+            // SAFETY (child): reads and writes on descriptors we own, then _exit.
+            unsafe {
+                libc::close(go_write);
+                libc::close(done_read);
+                if libc::read(go_read, (&mut byte as *mut u8).cast(), 1) != 1 {
+                    libc::_exit(2);
+                }
+                let ok = work();
+                if !ok {
+                    libc::_exit(1);
+                }
+                libc::write(done_write, (&byte as *const u8).cast(), 1);
+                // EOF when the parent calls finish (or dies).
+                libc::read(go_read, (&mut byte as *mut u8).cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: closing the child's ends, which the parent does not use.
+        unsafe {
+            libc::close(go_read);
+            libc::close(done_write);
+        }
+        std::fs::write(cg.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+        let forked = Forked {
+            pid,
+            go: go_write,
+            done: done_read,
+        };
+        // SAFETY: a write to the pipe we own.
+        assert_eq!(
+            unsafe { libc::write(forked.go, [1u8].as_ptr().cast(), 1) },
+            1
+        );
+        forked
+    }
+
+    /// Waits until the child's work is done; panics if it failed.
+    pub fn wait_done(&self) {
+        let mut byte = 0u8;
+        // SAFETY: a read into a byte we own.
+        let n = unsafe { libc::read(self.done, (&mut byte as *mut u8).cast(), 1) };
+        assert_eq!(n, 1, "the forked child's work failed");
+    }
+
+    /// Lets the child exit and reaps it.
+    pub fn finish(self) {
+        // SAFETY: closing our pipe ends and reaping our child.
+        unsafe {
+            libc::close(self.go);
+            libc::close(self.done);
+            let mut status = 0;
+            libc::waitpid(self.pid, &mut status, 0);
+        }
+    }
 }
