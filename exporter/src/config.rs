@@ -411,11 +411,16 @@ fn merge(
         toggles.insert(spec.name, *on);
     }
     toggles.extend(flag_toggles);
-    let collectors = REGISTRY
+    let collectors: Vec<&'static str> = REGISTRY
         .iter()
         .filter(|s| toggles.get(s.name).copied().unwrap_or(s.default_enabled))
         .map(|s| s.name)
         .collect();
+    let ebpf_per_process = cli.ebpf_per_process || file.ebpf.per_process.unwrap_or(false);
+    if ebpf_per_process && !collectors.contains(&"ebpf") {
+        // It would do nothing: say so rather than let the operator wait for series that never come.
+        bail!("per-process eBPF accounting (--collector.ebpf.per-process / [ebpf] per_process) needs the ebpf collector, which is disabled");
+    }
     let explicit = toggles
         .iter()
         .filter(|(_, on)| **on)
@@ -434,7 +439,7 @@ fn merge(
             || file.netdev.include_loopback.unwrap_or(false),
         diskstats_include_virtual: cli.diskstats_include_virtual
             || file.diskstats.include_virtual.unwrap_or(false),
-        ebpf_per_process: cli.ebpf_per_process || file.ebpf.per_process.unwrap_or(false),
+        ebpf_per_process,
         ebpf_max_processes,
         log_level: cli.log_level,
         meters,
@@ -566,6 +571,11 @@ mod tests {
         std::fs::write(&path, "[ebpf]\nper_procs = true\n").unwrap();
         let err = parse(&["--config.file", path.to_str().unwrap()]).unwrap_err();
         assert!(format!("{err:#}").contains("per_procs"), "{err:#}");
+        let err = parse(&["--collector.ebpf.per-process", "--no-collector.ebpf"]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("needs the ebpf collector"),
+            "{err:#}"
+        );
     }
 
     #[test]
