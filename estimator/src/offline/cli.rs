@@ -27,9 +27,10 @@ pub struct CommonCli {
     /// Workloads matching this regex stay in every training set and are never held out.
     #[arg(long)]
     pub always_train: Option<String>,
-    /// Folds of the grouped k-fold cross-validation used to select a model.
-    #[arg(long, default_value_t = 5)]
-    pub folds: usize,
+    /// Folds of the grouped k-fold cross-validation used to select a model (default: one per
+    /// workload, i.e. leave-one-workload-out).
+    #[arg(long)]
+    pub folds: Option<usize>,
     /// Comma-separated feature columns to offer (default: every column that varies).
     #[arg(long)]
     pub features: Option<String>,

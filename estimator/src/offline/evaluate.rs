@@ -34,6 +34,58 @@ pub struct Job {
     pub test_groups: Vec<usize>,
 }
 
+/// Jobs shared between requests: one fit per (spec, training groups), scoring every group that
+/// any request asked for. In crossval's leave-one-workload-out, the inner fold that holds out
+/// `h` while `g` is the outer held-out workload trains on the same rows as the inner fold that
+/// holds out `g` while `h` is outer, so the two requests share one fit.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// The distinct jobs.
+    pub jobs: Vec<Job>,
+    index: std::collections::HashMap<(usize, Vec<usize>), usize>,
+}
+
+impl Plan {
+    /// The job that fits `spec` on `train_groups` and scores (at least) `test_groups`.
+    pub fn request(&mut self, spec: usize, train_groups: &[usize], test_groups: &[usize]) -> usize {
+        let mut train = train_groups.to_vec();
+        train.sort_unstable();
+        let jobs = &mut self.jobs;
+        let j = *self
+            .index
+            .entry((spec, train))
+            .or_insert_with_key(|(_, train)| {
+                jobs.push(Job {
+                    spec,
+                    train_groups: train.clone(),
+                    test_groups: Vec::new(),
+                });
+                jobs.len() - 1
+            });
+        for &g in test_groups {
+            if !self.jobs[j].test_groups.contains(&g) {
+                self.jobs[j].test_groups.push(g);
+            }
+        }
+        j
+    }
+}
+
+/// The result of `group` in a job's results; `Err` when the job failed.
+pub fn group_result(
+    results: &[Result<Vec<GroupResult>, String>],
+    job: usize,
+    group: usize,
+) -> Result<&GroupResult, &str> {
+    match &results[job] {
+        Ok(r) => r
+            .iter()
+            .find(|x| x.group == group)
+            .ok_or("group not scored by this job"),
+        Err(e) => Err(e),
+    }
+}
+
 /// The score of one scored group.
 #[derive(Debug, Clone)]
 pub struct GroupResult {
