@@ -352,10 +352,19 @@ impl ModelKind {
 fn nearest_mean(k: usize, points: &[Vec<f64>], targets: &[f64], x: &[f64]) -> f64 {
     // Bounded insertion into a sorted list: k is small, so this beats a heap.
     let mut best: Vec<(f64, f64)> = Vec::with_capacity(k + 1);
-    for (p, t) in points.iter().zip(targets) {
-        let d: f64 = p.iter().zip(x).map(|(a, b)| (a - b) * (a - b)).sum();
-        if best.len() == k && d >= best[k - 1].0 {
-            continue;
+    'points: for (p, t) in points.iter().zip(targets) {
+        // Stop summing once the point is already no closer than the k-th best so far.
+        let bound = if best.len() == k {
+            best[k - 1].0
+        } else {
+            f64::INFINITY
+        };
+        let mut d = 0.0;
+        for (a, b) in p.iter().zip(x) {
+            d += (a - b) * (a - b);
+            if d >= bound {
+                continue 'points;
+            }
         }
         let at = best.partition_point(|(bd, _)| *bd <= d);
         best.insert(at, (d, *t));
