@@ -123,6 +123,10 @@ pub struct CrossvalCli {
     /// Report directory.
     #[arg(long)]
     report: PathBuf,
+    /// Also write every fit's predictions to this directory, to compare selection rules offline
+    /// (benches/selection_rules.py).
+    #[arg(long)]
+    dump_predictions: Option<PathBuf>,
 }
 
 impl CrossvalCli {
@@ -133,6 +137,7 @@ impl CrossvalCli {
             traces: self.common.traces.clone(),
             report: self.report.clone(),
             options: self.common.options()?,
+            dump_predictions: self.dump_predictions,
         })?;
         for n in &nodes {
             for r in n.rows.iter().filter(|r| {

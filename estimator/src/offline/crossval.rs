@@ -14,7 +14,7 @@ use crate::offline::metrics::Score;
 use crate::offline::plots;
 use crate::offline::report::{self, SummaryRow};
 use crate::offline::samples::{self, NodeSamples};
-use crate::offline::{baselines, cv, select, OfflineOptions};
+use crate::offline::{baselines, cv, predictions, select, OfflineOptions};
 
 /// The `model` label of the nested-selection rows.
 pub const SELECTED: &str = "selected";
@@ -28,6 +28,8 @@ pub struct CrossvalArgs {
     pub report: PathBuf,
     /// Shared options.
     pub options: OfflineOptions,
+    /// If set, every fit's predictions are written here (see `predictions.rs`).
+    pub dump_predictions: Option<PathBuf>,
 }
 
 /// What crossval found for one node.
@@ -112,6 +114,9 @@ fn node(s: &NodeSamples, args: &CrossvalArgs) -> anyhow::Result<NodeCrossval> {
     let bar = evaluate::progress(jobs.len(), &format!("crossval {}", s.node));
     let results = evaluate::run(s, &specs, &jobs, &bar);
     bar.finish_and_clear();
+    if let Some(dir) = &args.dump_predictions {
+        predictions::write(dir, s, &specs, &jobs, &results)?;
+    }
 
     let mut rows = Vec::new();
     for (si, spec) in specs.iter().enumerate() {

@@ -16,6 +16,7 @@ pub mod fit;
 pub mod metrics;
 pub mod models;
 pub mod plots;
+pub mod predictions;
 pub mod report;
 pub mod samples;
 pub mod select;
