@@ -110,12 +110,15 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
     Ok(rows)
 }
 
+/// Held-out predictions with the label of the model that made them (what the plots draw).
+type Labelled = Vec<(GroupResult, String)>;
+
 /// Per-workload rows (and the plot data) of one predictor over every group of the node.
 fn score_groups(
     s: &NodeSamples,
     label: &str,
     predict: impl Fn(&FeatureValues) -> Result<f64, ModelError>,
-) -> anyhow::Result<(Vec<SummaryRow>, Vec<(GroupResult, String)>)> {
+) -> anyhow::Result<(Vec<SummaryRow>, Labelled)> {
     let mut per = Vec::new();
     let mut results = Vec::new();
     for g in 0..s.groups.len() {
