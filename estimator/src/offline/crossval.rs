@@ -177,7 +177,7 @@ fn markdown(nodes: &[NodeSamples], out: &[NodeCrossval], o: &OfflineOptions) -> 
         md,
         "Every workload is held out in turn; models are trained on all the others. \
          `selected` is the nested selection: for each held-out workload, what `train` would \
-         choose from the other workloads alone ({}, {}), scored on the held-out one. \
+         choose from the other workloads alone ({}, by {} inside them), scored on the held-out one. \
          Workloads matching `{}` always stay in training. Baselines: `{}` and `{}` \
          (workloads matching `{}`).\n",
         select::RULE,

@@ -45,8 +45,8 @@ pub fn best(per_candidate: &[Option<Vec<Score>>]) -> Option<usize> {
 }
 
 /// One sentence for reports.
-pub const RULE: &str = "the candidate with the lowest median per-workload MAPE (ties: lowest \
-    mean) under leave-one-workload-out inside the training workloads";
+pub const RULE: &str =
+    "the candidate with the lowest median of its per-workload CV MAPEs (ties: the lowest mean)";
 
 #[cfg(test)]
 mod tests {
