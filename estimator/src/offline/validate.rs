@@ -84,8 +84,8 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
         }
         if model.baselines.is_empty() {
             skipped.push(
-                "the model file stores no baselines (trained before they were kept); retrain to \
-                 score them here"
+                "the model file stores no baselines to score beside the model (bundled profiles \
+                 and files trained before baselines were stored have none)"
                     .into(),
             );
         }
