@@ -3,8 +3,8 @@
 
 Same traces, same canonical columns (every column that varies), same groups (web_serving* is one
 workload), same leave-one-workload-out with --always-train workloads kept in training, same
-candidate grid with the same hyperparameters, same nested selection (grouped k-fold inside the
-training workloads, folds balanced by rows), same two baselines, run on the same 2 cores (joblib).
+candidate grid with the same hyperparameters, same nested selection (leave-one-workload-out inside
+the training workloads, median rule, shared fits), same two baselines, run on the same 2 cores (joblib).
 
 Run with:
     python3 -m venv /tmp/skl && /tmp/skl/bin/pip install scikit-learn pandas
@@ -147,7 +147,11 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--always-train", default=None)
     ap.add_argument("--stress-pattern", default="stress|cpu")
-    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--folds", type=int, default=None,
+                    help="inner grouped k-fold (default: leave one workload out)")
+    ap.add_argument("--skip-ensembles", action="store_true",
+                    help="leave out the ensemble candidates (VotingRegressor refits its members, "
+                         "greenpipe-estimator reuses them)")
     a = ap.parse_args()
     frames = [pd.read_csv(f) for f in sorted(glob.glob(os.path.join(a.dir, "*.csv")))]
     df = pd.concat(frames).dropna(subset=["power_watts"])
@@ -160,45 +164,59 @@ def main():
     always = [g for g in names if a.always_train and re.search(a.always_train, g)]
     holdable = [g for g in names if g not in always]
     sizes = {g: int((groups == g).sum()) for g in names}
-    cands = candidates()
+    cands = [c for c in candidates() if not (a.skip_ensembles and c[0].startswith("ensemble"))]
     specs = list(cands) + [("baseline_cpu_linear", "cpu")]
     stress = [g for g in names if re.search(a.stress_pattern, g)]
     if stress:
         specs.append(("baseline_stress_trained", "stress"))
-    jobs, keys = [], []
+    # One fit per (spec, training groups), scoring every group asked for: with
+    # leave-one-workload-out inside, "without g then h" and "without h then g" are one fit,
+    # exactly as greenpipe-estimator's plan shares them.
+    plan = {}
+
+    def request(si, train, test):
+        key = (si, frozenset(train))
+        plan.setdefault(key, set()).update(test)
+        return key
+
     cpu = used.index("cpu_seconds_per_second")
+    outer_keys, inner_keys = {}, {}
     for g in holdable:
         others = [x for x in names if x != g]
         for si, (name, model) in enumerate(specs):
-            if model == "cpu":
-                jobs.append(delayed(job)(make_pipeline(StandardScaler(), LinearRegression()),
-                                         X[:, [cpu]], y, groups, others, [g]))
-            elif model == "stress":
-                jobs.append(delayed(job)(make_pipeline(StandardScaler(), LinearRegression()),
-                                         X, y, groups, [x for x in others if x in stress], [g]))
-            else:
-                jobs.append(delayed(job)(model, X, y, groups, others, [g]))
-            keys.append(("outer", g, si))
+            train = [x for x in others if x in stress] if model == "stress" else others
+            outer_keys[(g, si)] = request(si, train, [g])
         pool = [x for x in holdable if x != g]
-        for test in folds({x: sizes[x] for x in pool}, a.folds):
+        for test in folds({x: sizes[x] for x in pool}, a.folds or len(pool)):
             train = [x for x in pool + always if x not in test]
-            for si, (name, model) in enumerate(cands):
-                jobs.append(delayed(job)(model, X, y, groups, train, test))
-                keys.append(("inner", g, si))
-    results = Parallel(n_jobs=2)(jobs)
+            for si in range(len(cands)):
+                inner_keys.setdefault((g, si), []).append((request(si, train, test), test))
+
+    def make(si, train, test):
+        name, model = specs[si]
+        if model == "cpu":
+            return delayed(job)(make_pipeline(StandardScaler(), LinearRegression()),
+                                X[:, [cpu]], y, groups, list(train), sorted(test))
+        if model == "stress":
+            return delayed(job)(make_pipeline(StandardScaler(), LinearRegression()),
+                                X, y, groups, list(train), sorted(test))
+        return delayed(job)(model, X, y, groups, list(train), sorted(test))
+
+    keys = list(plan)
+    results = dict(zip(keys, Parallel(n_jobs=2)(make(si, tr, plan[(si, tr)]) for si, tr in keys)))
     elapsed = time.time() - started
-    outer, inner = {}, {}
-    for (kind, g, si), r in zip(keys, results):
-        if kind == "outer":
-            outer[(g, si)] = r[g]
-        else:
-            inner.setdefault((g, si), []).extend(r.values())
-    print(f"wall time {elapsed:.1f} s for {len(jobs)} fits on {len(y)} rows, features {used}")
+    print(f"wall time {elapsed:.1f} s for {len(keys)} fits on {len(y)} rows, features {used}")
+    outer = {k: results[v][k[0]] for k, v in outer_keys.items()}
     for si, (name, _) in enumerate(specs):
         print(f"{name:40s} LOWO MAPE {np.mean([outer[(g, si)] for g in holdable]):6.2f} %")
     sel = []
     for g in holdable:
-        best = min(range(len(cands)), key=lambda si: np.mean(inner[(g, si)]))
+        # The selection rule of greenpipe-estimator (offline/select.rs): lowest median
+        # per-workload inner MAPE, ties to the lowest mean.
+        def criterion(si):
+            m = [results[key][h] for key, test in inner_keys[(g, si)] for h in test]
+            return (np.median(m), np.mean(m))
+        best = min(range(len(cands)), key=criterion)
         sel.append(outer[(g, best)])
         print(f"  held out {g}: selected {cands[best][0]} -> {outer[(g, best)]:.2f} %")
     print(f"{'selected':40s} LOWO MAPE {np.mean(sel):6.2f} %")

@@ -352,10 +352,19 @@ impl ModelKind {
 fn nearest_mean(k: usize, points: &[Vec<f64>], targets: &[f64], x: &[f64]) -> f64 {
     // Bounded insertion into a sorted list: k is small, so this beats a heap.
     let mut best: Vec<(f64, f64)> = Vec::with_capacity(k + 1);
-    for (p, t) in points.iter().zip(targets) {
-        let d: f64 = p.iter().zip(x).map(|(a, b)| (a - b) * (a - b)).sum();
-        if best.len() == k && d >= best[k - 1].0 {
-            continue;
+    'points: for (p, t) in points.iter().zip(targets) {
+        // Stop summing once the point is already no closer than the k-th best so far.
+        let bound = if best.len() == k {
+            best[k - 1].0
+        } else {
+            f64::INFINITY
+        };
+        let mut d = 0.0;
+        for (a, b) in p.iter().zip(x) {
+            d += (a - b) * (a - b);
+            if d >= bound {
+                continue 'points;
+            }
         }
         let at = best.partition_point(|(bd, _)| *bd <= d);
         best.insert(at, (d, *t));
@@ -430,6 +439,70 @@ pub struct NodeModel {
     /// Where the parameters come from, for bundled profiles (a citation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Reference models trained on the same data, which `validate` scores beside this one.
+    /// Added after the first files of schema 1 were written: absent means none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub baselines: Vec<BaselineModel>,
+}
+
+/// A reference model trained beside a [`NodeModel`] (CPU-utilisation-only linear regression,
+/// or a model trained only on CPU-stress runs). It is kept so that held-out validation can show
+/// what the node model gains over it; the online estimator never predicts with it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineModel {
+    /// Its name in reports (e.g. `baseline_cpu_linear`).
+    pub name: String,
+    /// Ordered inputs and their standardisation.
+    pub features: Vec<FeatureScaling>,
+    /// Family and parameters; never [`ModelKind::UtilisationInterpolation`].
+    pub regressor: ModelKind,
+}
+
+impl BaselineModel {
+    /// Predicted node power in watts, never below zero.
+    pub fn predict(&self, raw: &FeatureValues) -> Result<f64, ModelError> {
+        let x = scale_inputs(&self.features, raw)?;
+        Ok(self
+            .regressor
+            .predict_scaled(&x)
+            .unwrap_or_default()
+            .max(0.0))
+    }
+
+    fn check(&self) -> Result<(), String> {
+        check_scaling(&self.features)?;
+        if matches!(self.regressor, ModelKind::UtilisationInterpolation { .. }) {
+            return Err("a baseline cannot be a utilisation interpolation".into());
+        }
+        self.regressor.check(self.features.len())
+    }
+}
+
+/// Standardised inputs in `features` order.
+fn scale_inputs(features: &[FeatureScaling], raw: &FeatureValues) -> Result<Vec<f64>, ModelError> {
+    features
+        .iter()
+        .map(|s| match raw.get(s.feature) {
+            Some(v) if v.is_finite() => Ok((v - s.mean) / s.scale),
+            _ => Err(ModelError::MissingFeature(s.feature.column())),
+        })
+        .collect()
+}
+
+/// Every scale finite and non-zero.
+fn check_scaling(features: &[FeatureScaling]) -> Result<(), String> {
+    match features
+        .iter()
+        .find(|s| !(s.scale.is_finite() && s.scale != 0.0))
+    {
+        Some(s) => Err(format!(
+            "feature {} has scale {}",
+            s.feature.column(),
+            s.scale
+        )),
+        None => Ok(()),
+    }
 }
 
 impl ModelFile {
@@ -488,16 +561,10 @@ impl NodeModel {
             model: self.name.clone(),
             reason,
         };
-        if let Some(s) = self
-            .features
-            .iter()
-            .find(|s| !(s.scale.is_finite() && s.scale != 0.0))
-        {
-            return Err(bad(format!(
-                "feature {} has scale {}",
-                s.feature.column(),
-                s.scale
-            )));
+        check_scaling(&self.features).map_err(bad)?;
+        for b in &self.baselines {
+            b.check()
+                .map_err(|reason| bad(format!("baseline {}: {reason}", b.name)))?;
         }
         if let Some(w) = self
             .attribution_weights
@@ -542,13 +609,7 @@ impl NodeModel {
 
     /// Standardised inputs in model order.
     pub fn scaled_inputs(&self, raw: &FeatureValues) -> Result<Vec<f64>, ModelError> {
-        self.features
-            .iter()
-            .map(|s| match raw.get(s.feature) {
-                Some(v) if v.is_finite() => Ok((v - s.mean) / s.scale),
-                _ => Err(ModelError::MissingFeature(s.feature.column())),
-            })
-            .collect()
+        scale_inputs(&self.features, raw)
     }
 
     /// Predicted node power in watts, never below zero.
@@ -597,6 +658,7 @@ mod tests {
             training: None,
             scores: Scores::default(),
             source: None,
+            baselines: vec![],
         }
     }
 
@@ -630,6 +692,54 @@ mod tests {
             ModelFile::from_json(&unknown),
             Err(ModelError::Parse(_))
         ));
+    }
+
+    #[test]
+    fn baselines_are_optional_checked_and_predict() {
+        // A file written before baselines were stored still loads, with none.
+        let file = ModelFile {
+            schema_version: SCHEMA_VERSION,
+            models: vec![interp()],
+        };
+        let text = file.to_json();
+        assert!(!text.contains("baselines"));
+        assert!(ModelFile::from_json(&text).unwrap().models[0]
+            .baselines
+            .is_empty());
+
+        let mut m = interp();
+        m.baselines.push(BaselineModel {
+            name: "baseline_cpu_linear".into(),
+            features: vec![FeatureScaling {
+                feature: Feature::CpuSecondsPerSecond,
+                mean: 1.0,
+                scale: 2.0,
+            }],
+            regressor: ModelKind::Linear {
+                intercept: 10.0,
+                coefficients: vec![4.0],
+            },
+        });
+        let file = ModelFile {
+            schema_version: SCHEMA_VERSION,
+            models: vec![m.clone()],
+        };
+        let back = ModelFile::from_json(&file.to_json()).unwrap();
+        assert_eq!(back, file);
+        let mut x = FeatureValues::default();
+        x.set(Feature::CpuSecondsPerSecond, Some(5.0));
+        // 10 + 4 * (5 - 1) / 2
+        assert_eq!(back.models[0].baselines[0].predict(&x), Ok(18.0));
+
+        let mut bad = m.clone();
+        bad.baselines[0].regressor = ModelKind::Linear {
+            intercept: 0.0,
+            coefficients: vec![1.0, 2.0],
+        };
+        assert!(matches!(bad.check(), Err(ModelError::Inconsistent { .. })));
+        let mut bad = m;
+        bad.baselines[0].features[0].scale = 0.0;
+        assert!(matches!(bad.check(), Err(ModelError::Inconsistent { .. })));
     }
 
     #[test]

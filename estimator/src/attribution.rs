@@ -179,6 +179,7 @@ mod tests {
             training: None,
             scores: Scores::default(),
             source: None,
+            baselines: vec![],
         }
     }
 

@@ -249,6 +249,19 @@ fn dataset_train_validate_round_trip_through_prometheus() {
     let mape: f64 = all[4].parse().unwrap();
     // Only the rows of a level change (5 of every 60 s) carry error.
     assert!(mape < 3.0, "validation MAPE {mape} %");
+    // The CPU-only baseline, trained by `train` and stored in the model file, is scored beside
+    // the model on the same unseen trace; it cannot see the disk term of the true power.
+    let baseline: f64 = summary
+        .lines()
+        .find(|l| l.starts_with(&format!("{NODE},ALL,")) && l.contains(",baseline_cpu_linear,"))
+        .expect("a baseline_cpu_linear ALL row beside the model")
+        .split(',')
+        .nth(4)
+        .unwrap()
+        .parse()
+        .unwrap();
+    eprintln!("validation MAPE: model {mape:.3} %, CPU-only baseline {baseline:.3} %");
+    assert!(baseline > mape, "baseline {baseline} % vs model {mape} %");
     assert!(report.join("report.md").exists());
     assert!(train_report.join("summary.csv").exists());
 

@@ -27,9 +27,10 @@ pub struct CommonCli {
     /// Workloads matching this regex stay in every training set and are never held out.
     #[arg(long)]
     pub always_train: Option<String>,
-    /// Folds of the grouped k-fold cross-validation used to select a model.
-    #[arg(long, default_value_t = 5)]
-    pub folds: usize,
+    /// Folds of the grouped k-fold cross-validation used to select a model (default: one per
+    /// workload, i.e. leave-one-workload-out).
+    #[arg(long)]
+    pub folds: Option<usize>,
     /// Comma-separated feature columns to offer (default: every column that varies).
     #[arg(long)]
     pub features: Option<String>,
@@ -122,6 +123,10 @@ pub struct CrossvalCli {
     /// Report directory.
     #[arg(long)]
     report: PathBuf,
+    /// Also write every fit's predictions to this directory, to compare selection rules offline
+    /// (benches/selection_rules.py).
+    #[arg(long)]
+    dump_predictions: Option<PathBuf>,
 }
 
 impl CrossvalCli {
@@ -132,6 +137,7 @@ impl CrossvalCli {
             traces: self.common.traces.clone(),
             report: self.report.clone(),
             options: self.common.options()?,
+            dump_predictions: self.dump_predictions,
         })?;
         for n in &nodes {
             for r in n.rows.iter().filter(|r| {

@@ -9,12 +9,12 @@ use std::path::PathBuf;
 use anyhow::bail;
 use regex::Regex;
 
-use crate::offline::evaluate::{self, Job, Spec};
-use crate::offline::metrics::{mean, Score};
+use crate::offline::evaluate::{self, group_result, Plan, Spec};
+use crate::offline::metrics::Score;
 use crate::offline::plots;
 use crate::offline::report::{self, SummaryRow};
 use crate::offline::samples::{self, NodeSamples};
-use crate::offline::{baselines, OfflineOptions};
+use crate::offline::{baselines, cv, predictions, select, OfflineOptions};
 
 /// The `model` label of the nested-selection rows.
 pub const SELECTED: &str = "selected";
@@ -28,6 +28,8 @@ pub struct CrossvalArgs {
     pub report: PathBuf,
     /// Shared options.
     pub options: OfflineOptions,
+    /// If set, every fit's predictions are written here (see `predictions.rs`).
+    pub dump_predictions: Option<PathBuf>,
 }
 
 /// What crossval found for one node.
@@ -83,82 +85,75 @@ fn node(s: &NodeSamples, args: &CrossvalArgs) -> anyhow::Result<NodeCrossval> {
     let candidates = specs.len();
     specs.extend(baselines::specs(s, &o.stress_pattern, &mut notes));
 
-    // Outer jobs: every spec trained without the held-out group. Inner jobs: candidates only,
-    // grouped k-fold inside the remaining holdable groups.
-    let mut jobs = Vec::new();
-    let mut inner_of: Vec<Vec<usize>> = Vec::new();
+    // Outer jobs: every spec trained without the held-out workload. Inner jobs: the candidates
+    // under train's CV inside the other holdable workloads. The plan shares identical fits: with
+    // leave-one-workload-out inside, "without g, then without h" and "without h, then without g"
+    // are one fit.
+    let mut plan = Plan::default();
     let mut outer_of: Vec<Vec<usize>> = Vec::new();
+    // inner_of[gi]: (candidate, job, scored group) of held-out holdable[gi]'s inner CV.
+    let mut inner_of: Vec<Vec<(usize, usize, usize)>> = Vec::new();
     for &g in &holdable {
         let others: Vec<usize> = (0..s.groups.len()).filter(|&x| x != g).collect();
-        let mut outer = Vec::new();
-        for spec in 0..specs.len() {
-            outer.push(jobs.len());
-            jobs.push(Job {
-                spec,
-                train_groups: others.clone(),
-                test_groups: vec![g],
-            });
-        }
-        outer_of.push(outer);
+        outer_of.push(
+            (0..specs.len())
+                .map(|spec| plan.request(spec, &others, &[g]))
+                .collect(),
+        );
         let pool: Vec<usize> = holdable.iter().copied().filter(|&x| x != g).collect();
         let mut inner = Vec::new();
-        for split in crate::offline::cv::splits(s, &pool, &always, o.folds) {
-            for spec in 0..candidates {
-                inner.push(jobs.len());
-                jobs.push(Job {
-                    spec,
-                    train_groups: split.train_groups.clone(),
-                    test_groups: split.test_groups.clone(),
-                });
+        for split in cv::splits(s, &pool, &always, o.folds.unwrap_or(pool.len())) {
+            for c in 0..candidates {
+                let j = plan.request(c, &split.train_groups, &split.test_groups);
+                inner.extend(split.test_groups.iter().map(|&h| (c, j, h)));
             }
         }
         inner_of.push(inner);
     }
+    let jobs = plan.jobs;
     let bar = evaluate::progress(jobs.len(), &format!("crossval {}", s.node));
     let results = evaluate::run(s, &specs, &jobs, &bar);
     bar.finish_and_clear();
+    if let Some(dir) = &args.dump_predictions {
+        predictions::write(dir, s, &specs, &jobs, &results)?;
+    }
 
     let mut rows = Vec::new();
     for (si, spec) in specs.iter().enumerate() {
         let mut per = Vec::new();
         for (gi, &g) in holdable.iter().enumerate() {
-            match &results[outer_of[gi][si]] {
-                Ok(r) => per.push((s.groups[g].clone(), r[0].score)),
+            match group_result(&results, outer_of[gi][si], g) {
+                Ok(r) => per.push((s.groups[g].clone(), r.score)),
                 Err(e) => notes.push(format!("{}: held out {}: {e}", s.node, s.groups[g])),
             }
         }
         rows.extend(report::model_rows(&s.node, &spec.label, &per));
     }
 
-    // Nested selection.
+    // Nested selection, by the rule `train` applies.
     let mut selected = Vec::new();
     let mut chosen = Vec::new();
     let mut plot_data = Vec::new();
     for (gi, &g) in holdable.iter().enumerate() {
-        let mut per_candidate: Vec<Vec<Score>> = vec![Vec::new(); candidates];
-        let mut failed = vec![false; candidates];
-        for &j in &inner_of[gi] {
-            match &results[j] {
-                Ok(r) => per_candidate[jobs[j].spec].extend(r.iter().map(|x| x.score)),
-                Err(_) => failed[jobs[j].spec] = true,
+        let mut per_candidate: Vec<Option<Vec<Score>>> = vec![Some(Vec::new()); candidates];
+        for &(c, j, h) in &inner_of[gi] {
+            match group_result(&results, j, h) {
+                Ok(r) => {
+                    if let Some(v) = &mut per_candidate[c] {
+                        v.push(r.score);
+                    }
+                }
+                Err(_) => per_candidate[c] = None,
             }
         }
-        let best = (0..candidates)
-            .filter(|&c| !failed[c] && !per_candidate[c].is_empty())
-            .min_by(|&a, &b| {
-                mean(&per_candidate[a])
-                    .mape_percent
-                    .total_cmp(&mean(&per_candidate[b]).mape_percent)
-            });
-        let Some(best) = best else {
+        let Some(best) = select::best(&per_candidate) else {
             notes.push(format!(
                 "{}: no candidate fitted without {}",
                 s.node, s.groups[g]
             ));
             continue;
         };
-        if let Ok(r) = &results[outer_of[gi][best]] {
-            let r = &r[0];
+        if let Ok(r) = group_result(&results, outer_of[gi][best], g) {
             selected.push((s.groups[g].clone(), r.score));
             chosen.push((s.groups[g].clone(), specs[best].label.clone()));
             plot_data.push((r.clone(), specs[best].label.clone()));
@@ -181,11 +176,12 @@ fn markdown(nodes: &[NodeSamples], out: &[NodeCrossval], o: &OfflineOptions) -> 
     let _ = writeln!(
         md,
         "Every workload is held out in turn; models are trained on all the others. \
-         `selected` is the nested selection: for each held-out workload, the candidate with the \
-         best grouped {}-fold CV MAPE on the other workloads alone, scored on the held-out one. \
+         `selected` is the nested selection: for each held-out workload, what `train` would \
+         choose from the other workloads alone ({}, by {} inside them), scored on the held-out one. \
          Workloads matching `{}` always stay in training. Baselines: `{}` and `{}` \
          (workloads matching `{}`).\n",
-        o.folds,
+        select::RULE,
+        o.cv_name(),
         o.always_train
             .as_ref()
             .map(Regex::as_str)

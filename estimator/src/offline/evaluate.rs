@@ -3,9 +3,11 @@
 
 use indicatif::ProgressBar;
 
-use crate::offline::fit::{fit, par_map, predict};
+use std::collections::HashMap;
+
+use crate::offline::fit::{fit_reusing, par_map, predict};
 use crate::offline::metrics::{score, Score};
-use crate::offline::models::Candidate;
+use crate::offline::models::{Candidate, Fits};
 use crate::offline::samples::NodeSamples;
 
 /// A model to evaluate: a candidate on some columns, optionally trained only on some groups.
@@ -34,6 +36,58 @@ pub struct Job {
     pub test_groups: Vec<usize>,
 }
 
+/// Jobs shared between requests: one fit per (spec, training groups), scoring every group that
+/// any request asked for. In crossval's leave-one-workload-out, the inner fold that holds out
+/// `h` while `g` is the outer held-out workload trains on the same rows as the inner fold that
+/// holds out `g` while `h` is outer, so the two requests share one fit.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// The distinct jobs.
+    pub jobs: Vec<Job>,
+    index: std::collections::HashMap<(usize, Vec<usize>), usize>,
+}
+
+impl Plan {
+    /// The job that fits `spec` on `train_groups` and scores (at least) `test_groups`.
+    pub fn request(&mut self, spec: usize, train_groups: &[usize], test_groups: &[usize]) -> usize {
+        let mut train = train_groups.to_vec();
+        train.sort_unstable();
+        let jobs = &mut self.jobs;
+        let j = *self
+            .index
+            .entry((spec, train))
+            .or_insert_with_key(|(_, train)| {
+                jobs.push(Job {
+                    spec,
+                    train_groups: train.clone(),
+                    test_groups: Vec::new(),
+                });
+                jobs.len() - 1
+            });
+        for &g in test_groups {
+            if !self.jobs[j].test_groups.contains(&g) {
+                self.jobs[j].test_groups.push(g);
+            }
+        }
+        j
+    }
+}
+
+/// The result of `group` in a job's results; `Err` when the job failed.
+pub fn group_result(
+    results: &[Result<Vec<GroupResult>, String>],
+    job: usize,
+    group: usize,
+) -> Result<&GroupResult, &str> {
+    match &results[job] {
+        Ok(r) => r
+            .iter()
+            .find(|x| x.group == group)
+            .ok_or("group not scored by this job"),
+        Err(e) => Err(e),
+    }
+}
+
 /// The score of one scored group.
 #[derive(Debug, Clone)]
 pub struct GroupResult {
@@ -48,46 +102,89 @@ pub struct GroupResult {
 }
 
 /// Runs every job; a job that cannot fit yields its error message.
+///
+/// Jobs that train on the same rows run as one task, so an ensemble takes the members that were
+/// fitted standalone on those rows instead of fitting them again (the ensembles were half of
+/// crossval's time). Tasks run on every core.
 pub fn run(
     s: &NodeSamples,
     specs: &[Spec],
     jobs: &[Job],
     bar: &ProgressBar,
 ) -> Vec<Result<Vec<GroupResult>, String>> {
-    par_map(
-        jobs,
-        |job| {
-            let spec = &specs[job.spec];
-            let train_groups: Vec<usize> = job
-                .train_groups
-                .iter()
-                .copied()
-                .filter(|g| spec.only_groups.as_ref().is_none_or(|o| o.contains(g)))
-                .collect();
-            let train = s.rows_of(&train_groups);
-            if train.is_empty() {
-                return Err(format!("{}: no training rows", spec.label));
-            }
-            let fitted = fit(s, &train, &spec.columns, &spec.candidate)
-                .map_err(|e| format!("{}: {e:#}", spec.label))?;
-            Ok(job
-                .test_groups
-                .iter()
-                .map(|&g| {
-                    let rows = s.rows_of(&[g]);
-                    let predicted = predict(&fitted, s, &rows);
-                    let measured: Vec<f64> = rows.iter().map(|&i| s.y[i]).collect();
-                    GroupResult {
-                        group: g,
-                        score: score(&measured, &predicted),
-                        rows,
-                        predicted,
-                    }
+    let mut tasks: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
+    for (j, job) in jobs.iter().enumerate() {
+        let spec = &specs[job.spec];
+        let mut train: Vec<usize> = job
+            .train_groups
+            .iter()
+            .copied()
+            .filter(|g| spec.only_groups.as_ref().is_none_or(|o| o.contains(g)))
+            .collect();
+        train.sort_unstable();
+        match tasks.iter_mut().find(|(t, _)| *t == train) {
+            Some((_, ids)) => ids.push(j),
+            None => tasks.push((train, vec![j])),
+        }
+    }
+    let done = par_map(
+        &tasks,
+        |(train, ids)| {
+            let rows = s.rows_of(train);
+            // Fitted models of this training set, per column list.
+            let mut fits: HashMap<Vec<usize>, Fits> = HashMap::new();
+            ids.iter()
+                .map(|&j| {
+                    let r = run_one(s, &specs[jobs[j].spec], &jobs[j], &rows, &mut fits);
+                    bar.inc(1);
+                    (j, r)
                 })
-                .collect())
+                .collect::<Vec<_>>()
         },
-        || bar.inc(1),
+        || {},
+    );
+    let mut out: Vec<Option<Result<Vec<GroupResult>, String>>> = vec![None; jobs.len()];
+    for (j, r) in done.into_iter().flatten() {
+        out[j] = Some(r);
+    }
+    out.into_iter()
+        .map(|r| r.expect("every job belongs to one task"))
+        .collect()
+}
+
+fn run_one(
+    s: &NodeSamples,
+    spec: &Spec,
+    job: &Job,
+    train: &[usize],
+    fits: &mut HashMap<Vec<usize>, Fits>,
+) -> Result<Vec<GroupResult>, String> {
+    if train.is_empty() {
+        return Err(format!("{}: no training rows", spec.label));
+    }
+    let fitted = fit_reusing(
+        s,
+        train,
+        &spec.columns,
+        &spec.candidate,
+        fits.entry(spec.columns.clone()).or_default(),
     )
+    .map_err(|e| format!("{}: {e:#}", spec.label))?;
+    Ok(job
+        .test_groups
+        .iter()
+        .map(|&g| {
+            let rows = s.rows_of(&[g]);
+            let predicted = predict(&fitted, s, &rows);
+            let measured: Vec<f64> = rows.iter().map(|&i| s.y[i]).collect();
+            GroupResult {
+                group: g,
+                score: score(&measured, &predicted),
+                rows,
+                predicted,
+            }
+        })
+        .collect())
 }
 
 /// A progress bar for `n` fits (drawn only on a terminal).

@@ -5,7 +5,7 @@
 
 use greenpipe_common::model::{FeatureScaling, ModelKind};
 
-use crate::offline::models::Candidate;
+use crate::offline::models::{Candidate, Fits};
 use crate::offline::samples::NodeSamples;
 
 /// A fitted model: inputs, their scaling and the regressor.
@@ -26,11 +26,22 @@ pub fn fit(
     columns: &[usize],
     candidate: &Candidate,
 ) -> anyhow::Result<Fitted> {
+    fit_reusing(s, rows, columns, candidate, &mut Fits::default())
+}
+
+/// As [`fit`], reusing models in `fits`, which must come from the same rows and columns.
+pub fn fit_reusing(
+    s: &NodeSamples,
+    rows: &[usize],
+    columns: &[usize],
+    candidate: &Candidate,
+    fits: &mut Fits,
+) -> anyhow::Result<Fitted> {
     let raw = s.x.select(rows).columns(columns);
     let features: Vec<_> = columns.iter().map(|&c| s.features[c]).collect();
     let scaling = raw.standardisation(&features);
     let y: Vec<f64> = rows.iter().map(|&i| s.y[i]).collect();
-    let kind = candidate.fit(&raw.standardised(&scaling), &y)?;
+    let kind = candidate.fit_reusing(&raw.standardised(&scaling), &y, fits)?;
     Ok(Fitted {
         columns: columns.to_vec(),
         scaling,

@@ -16,8 +16,10 @@ pub mod fit;
 pub mod metrics;
 pub mod models;
 pub mod plots;
+pub mod predictions;
 pub mod report;
 pub mod samples;
+pub mod select;
 pub mod train;
 pub mod validate;
 
@@ -37,8 +39,9 @@ pub struct OfflineOptions {
     pub stress_pattern: Regex,
     /// Workload groups matching this stay in every training set and are never held out.
     pub always_train: Option<Regex>,
-    /// Folds of the grouped k-fold used for selection.
-    pub folds: usize,
+    /// Folds of the grouped k-fold used for selection; `None`: one per workload
+    /// (leave-one-workload-out).
+    pub folds: Option<usize>,
     /// Features offered (None = every canonical column that varies).
     pub features: Option<Vec<Feature>>,
 }
@@ -49,10 +52,10 @@ impl OfflineOptions {
         models: Option<&str>,
         stress_pattern: &str,
         always_train: Option<&str>,
-        folds: usize,
+        folds: Option<usize>,
         features: Option<&str>,
     ) -> anyhow::Result<OfflineOptions> {
-        if folds < 2 {
+        if folds.is_some_and(|k| k < 2) {
             bail!("--folds must be at least 2");
         }
         let features = features
@@ -82,6 +85,14 @@ impl OfflineOptions {
             folds,
             features,
         })
+    }
+
+    /// How selection cross-validates, for reports.
+    pub fn cv_name(&self) -> String {
+        match self.folds {
+            Some(k) => format!("grouped {k}-fold CV"),
+            None => "leave-one-workload-out CV".into(),
+        }
     }
 
     /// Splits the node's groups into (can be held out, always trained on).

@@ -7,14 +7,14 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use greenpipe_common::model::{
-    ModelFile, NodeModel, NodeSelector, Scores, TrainingInfo, SCHEMA_VERSION,
+    BaselineModel, ModelFile, NodeModel, NodeSelector, Scores, TrainingInfo, SCHEMA_VERSION,
 };
 
 use crate::offline::evaluate::{self, GroupResult, Job, Spec};
 use crate::offline::metrics::{mean, Score};
 use crate::offline::report::{self, SummaryRow};
 use crate::offline::samples::{self, NodeSamples};
-use crate::offline::{attribution, baselines, cv, fit, plots, OfflineOptions};
+use crate::offline::{attribution, baselines, cv, fit, plots, select, OfflineOptions};
 
 /// Arguments of `train`.
 #[derive(Debug, Clone)]
@@ -109,7 +109,7 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
         })
         .collect();
     specs.extend(baselines::specs(s, &o.stress_pattern, &mut notes));
-    let splits = cv::splits(s, &holdable, &always, o.folds);
+    let splits = cv::splits(s, &holdable, &always, o.folds.unwrap_or(holdable.len()));
     let jobs: Vec<Job> = splits
         .iter()
         .flat_map(|split| {
@@ -146,16 +146,34 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
         rows.extend(report::model_rows(&s.node, &spec.label, &per));
         means.push((!per.is_empty()).then(|| mean(&per.iter().map(|p| p.1).collect::<Vec<_>>())));
     }
-    let best = (0..specs.len())
-        .filter(|&i| !specs[i].baseline && !failed[i])
-        .filter_map(|i| means[i].map(|m| (i, m)))
-        .min_by(|a, b| a.1.mape_percent.total_cmp(&b.1.mape_percent));
-    let Some((best, best_score)) = best else {
+    let per_candidate: Vec<Option<Vec<Score>>> = (0..specs.len())
+        .map(|i| {
+            (!specs[i].baseline && !failed[i])
+                .then(|| per_spec[i].iter().map(|r| r.score).collect())
+        })
+        .collect();
+    let Some(best) = select::best(&per_candidate) else {
         bail!("node {}: no candidate could be fitted: {notes:?}", s.node);
     };
+    let best_score = means[best].unwrap_or_default();
     let spec = &specs[best];
     let all_rows: Vec<usize> = (0..s.y.len()).collect();
     let fitted = fit::fit(s, &all_rows, &spec.columns, &spec.candidate)?;
+    let mut baseline_models = Vec::new();
+    for b in specs.iter().filter(|b| b.baseline) {
+        let rows = match &b.only_groups {
+            Some(groups) => s.rows_of(groups),
+            None => all_rows.clone(),
+        };
+        match fit::fit(s, &rows, &b.columns, &b.candidate) {
+            Ok(f) => baseline_models.push(BaselineModel {
+                name: b.label.clone(),
+                features: f.scaling,
+                regressor: f.kind,
+            }),
+            Err(e) => notes.push(format!("{}: {} not stored: {e:#}", s.node, b.label)),
+        }
+    }
     let (idle, weights) = attribution::fit(&s.features, &s.x, &s.y);
     let mut scores = Scores {
         cv_mape_percent: Some(best_score.mape_percent),
@@ -167,6 +185,11 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
     scores
         .extra
         .insert("cv_rmse_watts".into(), best_score.rmse_watts);
+    if let Some(per) = &per_candidate[best] {
+        scores
+            .extra
+            .insert("cv_median_mape_percent".into(), select::criterion(per).0);
+    }
     if best_score.r2.is_finite() {
         scores.extra.insert("cv_r2".into(), best_score.r2);
     }
@@ -199,6 +222,7 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
         }),
         scores,
         source: None,
+        baselines: baseline_models,
     };
     Ok(NodeTraining {
         model,
@@ -215,12 +239,13 @@ fn markdown(s: &NodeSamples, t: &NodeTraining, o: &OfflineOptions) -> String {
     let _ = writeln!(md, "## {}\n", s.node);
     let _ = writeln!(
         md,
-        "Chosen: `{}` (model `{}`), grouped {}-fold CV MAPE {:.2} % over workloads {}.\n",
+        "Chosen: `{}` (model `{}`), {}, mean MAPE {:.2} % over workloads {}. Rule: {}.\n",
         t.chosen,
         m.name,
-        o.folds,
+        o.cv_name(),
         m.scores.cv_mape_percent.unwrap_or(f64::NAN),
-        s.groups.join(", ")
+        s.groups.join(", "),
+        select::RULE
     );
     md.push_str(&report::trace_list(s));
     md.push_str("Cross-validation, mean over held-out workloads (baselines side by side):\n\n");
@@ -305,7 +330,7 @@ mod tests {
     #[test]
     fn known_coefficients_are_recovered() {
         let s = synthetic();
-        let o = OfflineOptions::parse(Some("ols,ridge,knn"), "stress", None, 5, None).unwrap();
+        let o = OfflineOptions::parse(Some("ols,ridge,knn"), "stress", None, None, None).unwrap();
         let t = node(&s, &o).unwrap();
         let m = &t.model;
         // Exact linear data: OLS must win with ~0 CV error.
@@ -351,7 +376,7 @@ mod tests {
     #[test]
     fn always_train_workloads_are_never_scored() {
         let s = synthetic();
-        let o = OfflineOptions::parse(Some("ols"), "stress", Some("^w0$"), 3, None).unwrap();
+        let o = OfflineOptions::parse(Some("ols"), "stress", Some("^w0$"), Some(3), None).unwrap();
         let t = node(&s, &o).unwrap();
         assert!(t.rows.iter().all(|r| r.workload != "w0"));
         assert!(t.rows.iter().any(|r| r.workload == "w1"));

@@ -7,12 +7,13 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use greenpipe_common::features::FeatureValues;
-use greenpipe_common::model::ModelFile;
+use greenpipe_common::model::{ModelError, ModelFile};
 
 use crate::offline::evaluate::GroupResult;
 use crate::offline::metrics::score;
+use crate::offline::plots;
 use crate::offline::report::{self, SummaryRow};
-use crate::offline::{plots, samples};
+use crate::offline::samples::{self, NodeSamples};
 
 /// Arguments of `validate`.
 #[derive(Debug, Clone)]
@@ -35,7 +36,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
     let mut rows = Vec::new();
     let mut md = format!(
         "# Validation of {}\n\nScored through `NodeModel::predict`, as the online estimator \
-         predicts.\n\n",
+         predicts, beside the baselines trained with it.\n\n",
         args.model.display()
     );
     for s in &nodes {
@@ -56,36 +57,40 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
                 model.name
             );
         }
-        let mut per = Vec::new();
+        // The model, then every stored baseline the traces can feed, scored side by side.
+        let mut node_rows = Vec::new();
         let mut results = Vec::new();
-        for g in 0..s.groups.len() {
-            let rows_g = s.rows_of(&[g]);
-            let predicted = rows_g
+        let mut labels = vec![model.name.as_str()];
+        let (rows_m, results_m) = score_groups(s, &model.name, |v| model.predict(v))?;
+        node_rows.extend(rows_m);
+        results.extend(results_m);
+        let mut skipped = Vec::new();
+        for b in &model.baselines {
+            if let Some(f) = b
+                .features
                 .iter()
-                .map(|&i| {
-                    let mut v = FeatureValues::default();
-                    for (c, &f) in s.features.iter().enumerate() {
-                        v.set(f, Some(s.x.row(i)[c]));
-                    }
-                    model.predict(&v)
-                })
-                .collect::<Result<Vec<f64>, _>>()?;
-            let measured: Vec<f64> = rows_g.iter().map(|&i| s.y[i]).collect();
-            let sc = score(&measured, &predicted);
-            per.push((s.groups[g].clone(), sc));
-            results.push((
-                GroupResult {
-                    group: g,
-                    rows: rows_g,
-                    predicted,
-                    score: sc,
-                },
-                model.name.clone(),
-            ));
+                .find(|f| s.feature_index(f.feature).is_none())
+            {
+                skipped.push(format!(
+                    "baseline {} not scored: the traces lack {}",
+                    b.name,
+                    f.feature.column()
+                ));
+                continue;
+            }
+            let (rows_b, _) = score_groups(s, &b.name, |v| b.predict(v))?;
+            node_rows.extend(rows_b);
+            labels.push(&b.name);
         }
-        let node_rows = report::model_rows(&s.node, &model.name, &per);
+        if model.baselines.is_empty() {
+            skipped.push(
+                "the model file stores no baselines to score beside the model (bundled profiles \
+                 and files trained before baselines were stored have none)"
+                    .into(),
+            );
+        }
         let _ = writeln!(md, "## {} (model `{}`)\n", s.node, model.name);
-        md.push_str(&report::workload_table(&node_rows, &s.node, &[&model.name]));
+        md.push_str(&report::workload_table(&node_rows, &s.node, &labels));
         md.push('\n');
         md.push_str(&report::all_table(&node_rows));
         if let Some(cv) = model.scores.cv_mape_percent {
@@ -94,7 +99,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
         if let Err(e) = plots::held_out(&args.report, s, &results, "validate") {
             let _ = writeln!(md, "\n- note: plots skipped: {e:#}");
         }
-        for n in &s.notes {
+        for n in s.notes.iter().chain(&skipped) {
             let _ = writeln!(md, "- note: {n}");
         }
         md.push('\n');
@@ -103,4 +108,43 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
     report::write_summary(&args.report, &rows)?;
     std::fs::write(args.report.join("report.md"), md)?;
     Ok(rows)
+}
+
+/// Held-out predictions with the label of the model that made them (what the plots draw).
+type Labelled = Vec<(GroupResult, String)>;
+
+/// Per-workload rows (and the plot data) of one predictor over every group of the node.
+fn score_groups(
+    s: &NodeSamples,
+    label: &str,
+    predict: impl Fn(&FeatureValues) -> Result<f64, ModelError>,
+) -> anyhow::Result<(Vec<SummaryRow>, Labelled)> {
+    let mut per = Vec::new();
+    let mut results = Vec::new();
+    for g in 0..s.groups.len() {
+        let rows_g = s.rows_of(&[g]);
+        let predicted = rows_g
+            .iter()
+            .map(|&i| {
+                let mut v = FeatureValues::default();
+                for (c, &f) in s.features.iter().enumerate() {
+                    v.set(f, Some(s.x.row(i)[c]));
+                }
+                predict(&v)
+            })
+            .collect::<Result<Vec<f64>, _>>()?;
+        let measured: Vec<f64> = rows_g.iter().map(|&i| s.y[i]).collect();
+        let sc = score(&measured, &predicted);
+        per.push((s.groups[g].clone(), sc));
+        results.push((
+            GroupResult {
+                group: g,
+                rows: rows_g,
+                predicted,
+                score: sc,
+            },
+            label.to_string(),
+        ));
+    }
+    Ok((report::model_rows(&s.node, label, &per), results))
 }

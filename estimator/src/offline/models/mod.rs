@@ -160,6 +160,32 @@ impl Candidate {
     }
 }
 
+/// Models already fitted on one training set (same rows, same columns), by candidate name.
+pub type Fits = std::collections::HashMap<String, ModelKind>;
+
+impl Candidate {
+    /// As [`Candidate::fit`], but takes what `fits` already holds (an ensemble's members fitted
+    /// standalone on the same rows) and adds what it fits. Fitting is deterministic, so the result
+    /// is the same as without the cache.
+    pub fn fit_reusing(&self, x: &Matrix, y: &[f64], fits: &mut Fits) -> anyhow::Result<ModelKind> {
+        let name = self.name();
+        if let Some(kind) = fits.get(&name) {
+            return Ok(kind.clone());
+        }
+        let kind = match self {
+            Candidate::Ensemble(members) => ModelKind::Ensemble {
+                members: members
+                    .iter()
+                    .map(|m| m.fit_reusing(x, y, fits))
+                    .collect::<anyhow::Result<_>>()?,
+            },
+            single => single.fit(x, y)?,
+        };
+        fits.insert(name, kind.clone());
+        Ok(kind)
+    }
+}
+
 fn net(x: &Matrix, y: &[f64], alpha: f64, l1_ratio: f64) -> anyhow::Result<ModelKind> {
     let (intercept, coefficients) = linear::elastic_net(x, y, alpha, l1_ratio)?;
     Ok(ModelKind::Linear {
@@ -238,4 +264,38 @@ pub fn parse_models(list: &str) -> anyhow::Result<Vec<Candidate>> {
         .into_iter()
         .filter(|c| wanted.contains(&c.family()))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reused_members_give_the_ensemble_a_fresh_fit_gives() {
+        let mut data = Vec::new();
+        let mut y = Vec::new();
+        for i in 0..300 {
+            let (a, b) = ((i % 17) as f64 / 4.0, (i % 11) as f64 / 3.0);
+            data.extend([a, b]);
+            y.push(20.0 + 3.0 * a + a * b + if b > 1.5 { 5.0 } else { 0.0 });
+        }
+        let x = Matrix {
+            rows: 300,
+            cols: 2,
+            data,
+        };
+        let grid = default_candidates();
+        let ensemble = grid
+            .iter()
+            .find(|c| matches!(c, Candidate::Ensemble(m) if m.len() == 3))
+            .expect("the forest+boosting+polynomial ensemble");
+        let mut fits = Fits::default();
+        for c in grid.iter().filter(|c| !matches!(c, Candidate::Ensemble(_))) {
+            c.fit_reusing(&x, &y, &mut fits).unwrap();
+        }
+        let before = fits.len();
+        let reused = ensemble.fit_reusing(&x, &y, &mut fits).unwrap();
+        assert_eq!(fits.len(), before + 1, "no member was fitted again");
+        assert_eq!(reused, ensemble.fit(&x, &y).unwrap());
+    }
 }

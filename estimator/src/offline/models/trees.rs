@@ -111,14 +111,46 @@ pub fn grow(
     rng: &mut Rng,
 ) -> RegressionTree {
     let mut nodes = Vec::new();
-    build(bins, target, rows, 0, params, rng, &mut nodes);
+    build(bins, target, rows, None, 0, params, rng, &mut nodes);
     RegressionTree { nodes }
 }
 
+/// `(sum of target, rows)` per bin of each input, `MAX_BINS` slots per input, input-major.
+type Hist = Vec<(f64, u32)>;
+
+/// The histograms of `inputs` over `rows` (other inputs' slots stay empty).
+fn histogram(bins: &Bins, target: &[f64], rows: &[u32], inputs: &[usize]) -> Hist {
+    let mut hist = vec![(0.0, 0); bins.cuts.len() * MAX_BINS];
+    for &c in inputs {
+        let h = &mut hist[c * MAX_BINS..(c + 1) * MAX_BINS];
+        for &r in rows {
+            let slot = &mut h[bins.code(c, r)];
+            slot.0 += target[r as usize];
+            slot.1 += 1;
+        }
+    }
+    hist
+}
+
+/// `parent - child`, bin by bin; an empty bin gets exactly 0 so that split ties resolve as they
+/// would on a histogram built from the rows.
+fn subtract(parent: &Hist, child: &Hist) -> Hist {
+    parent
+        .iter()
+        .zip(child)
+        .map(|(p, c)| {
+            let n = p.1 - c.1;
+            (if n == 0 { 0.0 } else { p.0 - c.0 }, n)
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
 fn build(
     bins: &Bins,
     target: &[f64],
     rows: &mut [u32],
+    given: Option<Hist>,
     depth: usize,
     params: TreeParams,
     rng: &mut Rng,
@@ -142,20 +174,21 @@ fn build(
         }
         candidates.truncate(params.features_per_split);
     }
+    // When every input is a candidate (boosting), a child's histogram is its parent's minus its
+    // sibling's, so only the smaller child is counted: the histogram loop is most of the time.
+    let every_input = candidates.len() == cols;
+    let hist = match given {
+        Some(h) if every_input => h,
+        _ => histogram(bins, target, rows, &candidates),
+    };
     let parent = sum * sum / n as f64;
     let mut best: Option<(f64, usize, usize)> = None;
-    let mut hist = [(0.0f64, 0u32); MAX_BINS];
     for &c in &candidates {
         let nbins = bins.cuts[c].len() + 1;
         if nbins < 2 {
             continue;
         }
-        hist[..nbins].fill((0.0, 0));
-        for &r in rows.iter() {
-            let h = &mut hist[bins.code(c, r)];
-            h.0 += target[r as usize];
-            h.1 += 1;
-        }
+        let hist = &hist[c * MAX_BINS..(c + 1) * MAX_BINS];
         let (mut sl, mut nl) = (0.0, 0usize);
         for (b, h) in hist[..nbins - 1].iter().enumerate() {
             sl += h.0;
@@ -186,8 +219,39 @@ fn build(
         }
     }
     let (left_rows, right_rows) = rows.split_at_mut(split);
-    let left = build(bins, target, left_rows, depth + 1, params, rng, nodes);
-    let right = build(bins, target, right_rows, depth + 1, params, rng, nodes);
+    let (left_hist, right_hist) = if every_input && depth + 1 < params.max_depth {
+        if left_rows.len() <= right_rows.len() {
+            let small = histogram(bins, target, left_rows, &candidates);
+            let large = subtract(&hist, &small);
+            (Some(small), Some(large))
+        } else {
+            let small = histogram(bins, target, right_rows, &candidates);
+            let large = subtract(&hist, &small);
+            (Some(large), Some(small))
+        }
+    } else {
+        (None, None)
+    };
+    let left = build(
+        bins,
+        target,
+        left_rows,
+        left_hist,
+        depth + 1,
+        params,
+        rng,
+        nodes,
+    );
+    let right = build(
+        bins,
+        target,
+        right_rows,
+        right_hist,
+        depth + 1,
+        params,
+        rng,
+        nodes,
+    );
     nodes[at] = TreeNode::Split {
         feature: c,
         threshold: bins.cuts[c][b],
