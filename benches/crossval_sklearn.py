@@ -21,7 +21,7 @@ import time
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin, clone
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor, VotingRegressor
 from sklearn.linear_model import ElasticNet, Lasso, LinearRegression, Ridge
 from sklearn.neighbors import KNeighborsRegressor
@@ -122,6 +122,36 @@ def candidates():
     ]
 
 
+class Columns(BaseEstimator, TransformerMixin):
+    """Keeps the columns `keep` (a tree model offered without one hardware counter)."""
+
+    def __init__(self, keep=None):
+        self.keep = keep
+
+    def fit(self, X, y=None):
+        return self
+
+    def transform(self, X):
+        return X[:, self.keep]
+
+
+COUNTERS = ["cpu_cycles_per_second", "cpu_instructions_per_second", "cache_misses_per_second"]
+
+
+def counter_variants(cands, used):
+    """greenpipe-estimator's evaluate::candidate_specs: every tree model again without each
+    hardware counter the node has, labelled name[-column]."""
+    out = []
+    for name, model in cands:
+        if not any(t in name for t in ("boosting", "forest", "ensemble")):
+            continue
+        for c in COUNTERS:
+            if c in used:
+                keep = [i for i, f in enumerate(used) if f != c]
+                out.append((f"{name}[-{c}]", make_pipeline(Columns(keep), clone(model))))
+    return out
+
+
 def mape(y, p):
     return 100.0 * np.mean(np.abs((np.maximum(p, 0) - y) / y))
 
@@ -152,6 +182,9 @@ def main():
     ap.add_argument("--skip-ensembles", action="store_true",
                     help="leave out the ensemble candidates (VotingRegressor refits its members, "
                          "greenpipe-estimator reuses them)")
+    ap.add_argument("--no-counter-variants", action="store_true",
+                    help="offer tree models on all features only, as "
+                         "greenpipe-estimator crossval --no-counter-variants")
     a = ap.parse_args()
     frames = [pd.read_csv(f) for f in sorted(glob.glob(os.path.join(a.dir, "*.csv")))]
     df = pd.concat(frames).dropna(subset=["power_watts"])
@@ -165,6 +198,8 @@ def main():
     holdable = [g for g in names if g not in always]
     sizes = {g: int((groups == g).sum()) for g in names}
     cands = [c for c in candidates() if not (a.skip_ensembles and c[0].startswith("ensemble"))]
+    if not a.no_counter_variants:
+        cands += counter_variants(cands, used)
     specs = list(cands) + [("baseline_cpu_linear", "cpu")]
     stress = [g for g in names if re.search(a.stress_pattern, g)]
     if stress:

@@ -34,17 +34,23 @@ pub struct CommonCli {
     /// Comma-separated feature columns to offer (default: every column that varies).
     #[arg(long)]
     pub features: Option<String>,
+    /// Offer tree models only on all features, not also without each hardware counter (cycles,
+    /// instructions, cache misses): fewer fits, the grid scikit-learn's bench runs.
+    #[arg(long)]
+    pub no_counter_variants: bool,
 }
 
 impl CommonCli {
     fn options(&self) -> anyhow::Result<OfflineOptions> {
-        OfflineOptions::parse(
+        let mut options = OfflineOptions::parse(
             self.models.as_deref(),
             &self.stress_pattern,
             self.always_train.as_deref(),
             self.folds,
             self.features.as_deref(),
-        )
+        )?;
+        options.counter_variants = !self.no_counter_variants;
+        Ok(options)
     }
 }
 

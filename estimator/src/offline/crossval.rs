@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::bail;
 use regex::Regex;
 
-use crate::offline::evaluate::{self, group_result, Plan, Spec};
+use crate::offline::evaluate::{self, group_result, Plan};
 use crate::offline::metrics::Score;
 use crate::offline::plots;
 use crate::offline::report::{self, SummaryRow};
@@ -71,17 +71,7 @@ fn node(s: &NodeSamples, args: &CrossvalArgs) -> anyhow::Result<NodeCrossval> {
         );
     }
     let mut notes = s.notes.clone();
-    let mut specs: Vec<Spec> = o
-        .candidates
-        .iter()
-        .map(|c| Spec {
-            label: c.name(),
-            candidate: c.clone(),
-            columns: (0..s.features.len()).collect(),
-            only_groups: None,
-            baseline: false,
-        })
-        .collect();
+    let mut specs = evaluate::candidate_specs(s, &o.candidates, o.counter_variants);
     let candidates = specs.len();
     specs.extend(baselines::specs(s, &o.stress_pattern, &mut notes));
 

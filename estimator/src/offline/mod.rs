@@ -44,6 +44,9 @@ pub struct OfflineOptions {
     pub folds: Option<usize>,
     /// Features offered (None = every canonical column that varies).
     pub features: Option<Vec<Feature>>,
+    /// Also offer every tree model without each hardware-counter feature
+    /// ([`evaluate::candidate_specs`]).
+    pub counter_variants: bool,
 }
 
 impl OfflineOptions {
@@ -84,6 +87,7 @@ impl OfflineOptions {
                 .context("--always-train")?,
             folds,
             features,
+            counter_variants: true,
         })
     }
 

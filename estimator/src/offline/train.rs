@@ -10,7 +10,7 @@ use greenpipe_common::model::{
     BaselineModel, ModelFile, NodeModel, NodeSelector, Scores, TrainingInfo, SCHEMA_VERSION,
 };
 
-use crate::offline::evaluate::{self, GroupResult, Job, Spec};
+use crate::offline::evaluate::{self, GroupResult, Job};
 use crate::offline::metrics::{mean, Score};
 use crate::offline::report::{self, SummaryRow};
 use crate::offline::samples::{self, NodeSamples};
@@ -96,18 +96,7 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
         );
     }
     let mut notes = s.notes.clone();
-    let all_columns: Vec<usize> = (0..s.features.len()).collect();
-    let mut specs: Vec<Spec> = o
-        .candidates
-        .iter()
-        .map(|c| Spec {
-            label: c.name(),
-            candidate: c.clone(),
-            columns: all_columns.clone(),
-            only_groups: None,
-            baseline: false,
-        })
-        .collect();
+    let mut specs = evaluate::candidate_specs(s, &o.candidates, o.counter_variants);
     specs.extend(baselines::specs(s, &o.stress_pattern, &mut notes));
     let splits = cv::splits(s, &holdable, &always, o.folds.unwrap_or(holdable.len()));
     let jobs: Vec<Job> = splits

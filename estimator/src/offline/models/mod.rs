@@ -54,6 +54,17 @@ pub enum Candidate {
     Ensemble(Vec<Candidate>),
 }
 
+impl Candidate {
+    /// Whether the model contains regression trees (alone or inside an ensemble).
+    pub fn has_trees(&self) -> bool {
+        match self {
+            Candidate::Boosting(_) | Candidate::Forest(_) => true,
+            Candidate::Ensemble(members) => members.iter().any(Candidate::has_trees),
+            _ => false,
+        }
+    }
+}
+
 /// Family names accepted by `--models`.
 pub const FAMILIES: [&str; 9] = [
     "ols",
