@@ -61,27 +61,12 @@ pub fn splits(s: &NodeSamples, pool: &[usize], always: &[usize], k: usize) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::offline::samples::{workload_group, Matrix, TraceInfo};
+    use crate::offline::samples::{workload_group, TraceInfo};
     use greenpipe_common::features::Feature;
 
     /// Samples whose workloads include repeated runs that must share a group.
     fn samples(workloads: &[(&str, usize)]) -> NodeSamples {
-        let mut s = NodeSamples {
-            node: "n".into(),
-            features: vec![Feature::CpuSecondsPerSecond],
-            x: Matrix {
-                rows: 0,
-                cols: 1,
-                data: vec![],
-            },
-            y: vec![],
-            timestamp: vec![],
-            trace: vec![],
-            group: vec![],
-            groups: vec![],
-            traces: vec![],
-            notes: vec![],
-        };
+        let mut s = NodeSamples::empty("n", vec![Feature::CpuSecondsPerSecond]);
         for (t, (w, rows)) in workloads.iter().enumerate() {
             let name = workload_group(w);
             let g = s.group_index(&name).unwrap_or_else(|| {

@@ -256,34 +256,17 @@ pub fn progress(n: usize, what: &str) -> ProgressBar {
 mod tests {
     use super::*;
     use crate::offline::models::default_candidates;
-    use crate::offline::samples::Matrix;
-
-    fn node_with(features: Vec<Feature>) -> NodeSamples {
-        NodeSamples {
-            node: "n".into(),
-            x: Matrix {
-                rows: 0,
-                cols: features.len(),
-                data: vec![],
-            },
-            features,
-            y: vec![],
-            timestamp: vec![],
-            trace: vec![],
-            group: vec![],
-            groups: vec![],
-            traces: vec![],
-            notes: vec![],
-        }
-    }
 
     #[test]
     fn tree_models_are_offered_without_each_counter_the_node_has() {
-        let s = node_with(vec![
-            Feature::CpuSecondsPerSecond,
-            Feature::CacheMissesPerSecond,
-            Feature::DiskBytesPerSecond,
-        ]);
+        let s = NodeSamples::empty(
+            "n",
+            vec![
+                Feature::CpuSecondsPerSecond,
+                Feature::CacheMissesPerSecond,
+                Feature::DiskBytesPerSecond,
+            ],
+        );
         let candidates = default_candidates();
         let trees = candidates.iter().filter(|c| c.has_trees()).count();
         assert!(trees > 0 && trees < candidates.len());
@@ -306,7 +289,7 @@ mod tests {
         let off = candidate_specs(&s, &candidates, false);
         assert_eq!(off.len(), candidates.len());
         // A node with CPU alone has nothing to drop.
-        let cpu_only = node_with(vec![Feature::CpuSecondsPerSecond]);
+        let cpu_only = NodeSamples::empty("n", vec![Feature::CpuSecondsPerSecond]);
         assert_eq!(
             candidate_specs(&cpu_only, &candidates, true).len(),
             candidates.len()

@@ -132,6 +132,27 @@ pub struct NodeSamples {
 }
 
 impl NodeSamples {
+    /// A node with these feature columns and no rows yet (tests add their own).
+    #[cfg(test)]
+    pub(crate) fn empty(node: &str, features: Vec<Feature>) -> NodeSamples {
+        NodeSamples {
+            node: node.into(),
+            x: Matrix {
+                rows: 0,
+                cols: features.len(),
+                data: vec![],
+            },
+            features,
+            y: vec![],
+            timestamp: vec![],
+            trace: vec![],
+            group: vec![],
+            groups: vec![],
+            traces: vec![],
+            notes: vec![],
+        }
+    }
+
     /// Rows of the given groups.
     pub fn rows_of(&self, groups: &[usize]) -> Vec<usize> {
         (0..self.y.len())

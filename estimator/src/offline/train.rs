@@ -271,29 +271,14 @@ fn markdown(s: &NodeSamples, t: &NodeTraining, o: &OfflineOptions) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::offline::samples::{Matrix, TraceInfo};
+    use crate::offline::samples::TraceInfo;
     use greenpipe_common::features::Feature;
     use greenpipe_common::model::ModelKind;
 
     /// power = 40 + 12·cpu + 3e-8·disk over five workloads with different mixes.
     pub(crate) fn synthetic() -> NodeSamples {
         let features = vec![Feature::CpuSecondsPerSecond, Feature::DiskBytesPerSecond];
-        let mut s = NodeSamples {
-            node: "syn".into(),
-            x: Matrix {
-                rows: 0,
-                cols: 2,
-                data: vec![],
-            },
-            features,
-            y: vec![],
-            timestamp: vec![],
-            trace: vec![],
-            group: vec![],
-            groups: vec![],
-            traces: vec![],
-            notes: vec![],
-        };
+        let mut s = NodeSamples::empty("syn", features);
         for w in 0..5 {
             s.groups.push(format!("w{w}"));
             s.traces.push(TraceInfo {
