@@ -382,56 +382,7 @@ impl EbpfCollector {
             (label::POD_UID, pod),
             (label::SOURCE, source::BPF),
         ];
-        let with =
-            |direction: &'static str| [base[0], base[1], base[2], (label::DIRECTION, direction)];
-        let has = |s| self.accounting.has(s);
-        if has(Signal::CpuTime) {
-            out.counter(
-                container::CPU_SECONDS_TOTAL,
-                "CPU seconds used by the container's processes.",
-                &base,
-                cpu_ns as f64 / 1e9,
-            );
-        }
-        if has(Signal::PageCacheHits) {
-            out.counter(
-                container::PAGE_CACHE_HITS_TOTAL,
-                "Pages the container's read() calls found in the page cache.",
-                &base,
-                c.page_cache_hits as f64,
-            );
-        }
-        if has(Signal::PageCacheAdditions) {
-            out.counter(
-                container::PAGE_CACHE_ADDITIONS_TOTAL,
-                "Pages the container added to the page cache (misses filled, new pages written).",
-                &base,
-                c.page_cache_additions as f64,
-            );
-        }
-        if has(Signal::DiskBytes) {
-            for (direction, bytes) in [("read", c.disk_read_bytes), ("write", c.disk_write_bytes)] {
-                out.counter(
-                    container::DISK_BYTES_TOTAL,
-                    "Block I/O bytes submitted by the container.",
-                    &with(direction),
-                    bytes as f64,
-                );
-            }
-        }
-        for (signal, direction, bytes) in [
-            (Signal::NetworkReceive, "receive", c.net_rx_bytes),
-            (Signal::NetworkTransmit, "transmit", c.net_tx_bytes),
-        ] {
-            if has(signal) {
-                out.counter(
-                    container::NETWORK_BYTES_TOTAL,
-                    "Network bytes moved by the container.",
-                    &with(direction),
-                    bytes as f64,
-                );
-            }
-        }
+        emit_counters(out, &self.accounting, &CONTAINER_FAMILIES, &base, cpu_ns, c);
     }
 
     fn self_metrics(&self, out: &mut MetricSet, cgroups: usize) {
@@ -451,6 +402,84 @@ impl EbpfCollector {
             &[],
             cgroups as f64,
         );
+    }
+}
+
+/// Names and help texts of one owner kind's counters (per container, or per process).
+pub(crate) struct Families {
+    pub cpu_seconds: (&'static str, &'static str),
+    pub page_cache_hits: (&'static str, &'static str),
+    pub page_cache_additions: (&'static str, &'static str),
+    pub disk_bytes: (&'static str, &'static str),
+    pub network_bytes: (&'static str, &'static str),
+}
+
+const CONTAINER_FAMILIES: Families = Families {
+    cpu_seconds: (
+        container::CPU_SECONDS_TOTAL,
+        "CPU seconds used by the container's processes.",
+    ),
+    page_cache_hits: (
+        container::PAGE_CACHE_HITS_TOTAL,
+        "Pages the container's read() calls found in the page cache.",
+    ),
+    page_cache_additions: (
+        container::PAGE_CACHE_ADDITIONS_TOTAL,
+        "Pages the container added to the page cache (misses filled, new pages written).",
+    ),
+    disk_bytes: (
+        container::DISK_BYTES_TOTAL,
+        "Block I/O bytes submitted by the container.",
+    ),
+    network_bytes: (
+        container::NETWORK_BYTES_TOTAL,
+        "Network bytes moved by the container.",
+    ),
+};
+
+/// The counters of one owner (labels `base`) that this kernel's programs provide.
+pub(crate) fn emit_counters(
+    out: &mut MetricSet,
+    accounting: &Accounting,
+    families: &Families,
+    base: &[(&'static str, &str)],
+    cpu_ns: u64,
+    c: &CgroupCounters,
+) {
+    let has = |s| accounting.has(s);
+    let with = |direction: &'static str| {
+        let mut labels = base.to_vec();
+        labels.push((label::DIRECTION, direction));
+        labels
+    };
+    let mut put = |(name, help): (&'static str, &'static str),
+                   labels: &[(&'static str, &str)],
+                   v: f64| { out.counter(name, help, labels, v) };
+    if has(Signal::CpuTime) {
+        put(families.cpu_seconds, base, cpu_ns as f64 / 1e9);
+    }
+    if has(Signal::PageCacheHits) {
+        put(families.page_cache_hits, base, c.page_cache_hits as f64);
+    }
+    if has(Signal::PageCacheAdditions) {
+        put(
+            families.page_cache_additions,
+            base,
+            c.page_cache_additions as f64,
+        );
+    }
+    if has(Signal::DiskBytes) {
+        for (direction, bytes) in [("read", c.disk_read_bytes), ("write", c.disk_write_bytes)] {
+            put(families.disk_bytes, &with(direction), bytes as f64);
+        }
+    }
+    for (signal, direction, bytes) in [
+        (Signal::NetworkReceive, "receive", c.net_rx_bytes),
+        (Signal::NetworkTransmit, "transmit", c.net_tx_bytes),
+    ] {
+        if has(signal) {
+            put(families.network_bytes, &with(direction), bytes as f64);
+        }
     }
 }
 

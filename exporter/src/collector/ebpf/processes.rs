@@ -11,10 +11,11 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use greenpipe_common::names::{exporter, label, process, source};
+use greenpipe_common::names::{exporter, process, source};
 
+use super::{emit_counters, Families};
 use crate::bpf::abi::{CgroupCounters, RunningSlice};
-use crate::bpf::{Accounting, Signal};
+use crate::bpf::Accounting;
 use crate::collector::process::{labels, top_n, Labeler, CPU_HELP};
 use crate::metrics::MetricSet;
 
@@ -170,11 +171,13 @@ impl Processes {
             };
             let container = self.labeler.container(row.tgid);
             let pid = row.tgid.to_string();
-            emit(
+            emit_counters(
                 out,
                 accounting,
+                &PROCESS_FAMILIES,
                 &labels(&pid, &comm, &container, source::BPF),
-                row,
+                row.cpu_ns,
+                &row.counters,
             );
         }
         out.gauge(
@@ -187,62 +190,25 @@ impl Processes {
     }
 }
 
-fn emit(out: &mut MetricSet, accounting: &Accounting, base: &[(&'static str, &str); 4], row: &Row) {
-    let with = |direction: &'static str| {
-        let mut l = base.to_vec();
-        l.push((label::DIRECTION, direction));
-        l
-    };
-    let c = &row.counters;
-    let has = |s| accounting.has(s);
-    if has(Signal::CpuTime) {
-        out.counter(
-            process::CPU_SECONDS_TOTAL,
-            CPU_HELP,
-            base,
-            row.cpu_ns as f64 / 1e9,
-        );
-    }
-    if has(Signal::PageCacheHits) {
-        out.counter(
-            process::PAGE_CACHE_HITS_TOTAL,
-            "Pages the process's read() calls found in the page cache.",
-            base,
-            c.page_cache_hits as f64,
-        );
-    }
-    if has(Signal::PageCacheAdditions) {
-        out.counter(
-            process::PAGE_CACHE_ADDITIONS_TOTAL,
-            "Pages the process added to the page cache (misses filled, new pages written).",
-            base,
-            c.page_cache_additions as f64,
-        );
-    }
-    if has(Signal::DiskBytes) {
-        for (direction, bytes) in [("read", c.disk_read_bytes), ("write", c.disk_write_bytes)] {
-            out.counter(
-                process::DISK_BYTES_TOTAL,
-                "Block I/O bytes submitted by the process.",
-                &with(direction),
-                bytes as f64,
-            );
-        }
-    }
-    for (signal, direction, bytes) in [
-        (Signal::NetworkReceive, "receive", c.net_rx_bytes),
-        (Signal::NetworkTransmit, "transmit", c.net_tx_bytes),
-    ] {
-        if has(signal) {
-            out.counter(
-                process::NETWORK_BYTES_TOTAL,
-                "Socket payload bytes moved by the process.",
-                &with(direction),
-                bytes as f64,
-            );
-        }
-    }
-}
+const PROCESS_FAMILIES: Families = Families {
+    cpu_seconds: (process::CPU_SECONDS_TOTAL, CPU_HELP),
+    page_cache_hits: (
+        process::PAGE_CACHE_HITS_TOTAL,
+        "Pages the process's read() calls found in the page cache.",
+    ),
+    page_cache_additions: (
+        process::PAGE_CACHE_ADDITIONS_TOTAL,
+        "Pages the process added to the page cache (misses filled, new pages written).",
+    ),
+    disk_bytes: (
+        process::DISK_BYTES_TOTAL,
+        "Block I/O bytes submitted by the process.",
+    ),
+    network_bytes: (
+        process::NETWORK_BYTES_TOTAL,
+        "Socket payload bytes moved by the process.",
+    ),
+};
 
 #[cfg(test)]
 mod tests {
