@@ -4,13 +4,11 @@
 #[path = "kernel_support/mod.rs"]
 mod support;
 
-use std::io::Read;
-use std::net::TcpListener;
 use std::time::Duration;
 
 use greenpipe_common::names::{container, label, source};
 use greenpipe_exporter::collector::{ebpf, Collector};
-use support::{build, collect, require_root, value, TestCgroup};
+use support::{build, collect, loopback_sink, require_root, value, TestCgroup};
 
 fn labels<'a>(cg: &'a TestCgroup, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     let mut l = vec![
@@ -157,20 +155,8 @@ fn direct_io_block_bytes_within_10_percent() {
 #[test]
 fn loopback_bytes_sent_within_10_percent() {
     require_root();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let (port, receiver) = loopback_sink();
     let mib = 32usize;
-    let receiver = std::thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
-        let mut buf = vec![0u8; 1 << 16];
-        let mut total = 0usize;
-        loop {
-            match conn.read(&mut buf).unwrap() {
-                0 => return total,
-                n => total += n,
-            }
-        }
-    });
     let cg = TestCgroup::new();
     let mut collector = build(&ebpf::SPEC);
     let before = collect(collector.as_mut());

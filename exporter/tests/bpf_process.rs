@@ -6,15 +6,13 @@
 mod support;
 
 use std::ffi::CString;
-use std::io::Read;
-use std::net::TcpListener;
 use std::time::Duration;
 
 use greenpipe_common::names::{exporter, label, process, source};
 use greenpipe_exporter::bpf::{self, Accounting, Options};
 use greenpipe_exporter::collector::{ebpf, Collector};
 use greenpipe_exporter::metrics::MetricSet;
-use support::{build, build_with, collect, require_root, value, Forked, TestCgroup};
+use support::{build, build_with, collect, loopback_sink, require_root, value, Forked, TestCgroup};
 
 /// The ebpf collector with per-process accounting on and every process exported.
 fn per_process_collector() -> Box<dyn Collector> {
@@ -219,20 +217,8 @@ fn direct_io_bytes_of_one_process_within_10_percent() {
 #[test]
 fn loopback_bytes_sent_by_one_process_within_10_percent() {
     require_root();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let (port, receiver) = loopback_sink();
     let mib = 16usize;
-    let receiver = std::thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
-        let mut buf = vec![0u8; 1 << 16];
-        let mut total = 0usize;
-        loop {
-            match conn.read(&mut buf).unwrap() {
-                0 => return total,
-                n => total += n,
-            }
-        }
-    });
     let payload = vec![7u8; 1 << 20];
     let addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,

@@ -235,3 +235,23 @@ impl Forked {
         }
     }
 }
+
+/// A loopback TCP receiver on a free port: its thread returns the bytes it read once the sender
+/// closes the connection.
+pub fn loopback_sink() -> (u16, std::thread::JoinHandle<usize>) {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let receiver = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut total = 0usize;
+        loop {
+            match conn.read(&mut buf).unwrap() {
+                0 => return total,
+                n => total += n,
+            }
+        }
+    });
+    (port, receiver)
+}
