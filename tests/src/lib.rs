@@ -283,16 +283,7 @@ impl Prometheus {
 
     /// Runs an instant query and returns the `data.result` array.
     pub fn query(&self, promql: &str) -> anyhow::Result<Vec<serde_json::Value>> {
-        let body: serde_json::Value = reqwest::blocking::Client::new()
-            .get(format!("{}/api/v1/query", self.url))
-            .query(&[("query", promql)])
-            .send()?
-            .error_for_status()?
-            .json()?;
-        Ok(body["data"]["result"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default())
+        query_api(&self.url, promql)
     }
 
     /// Runs an instant query and returns the first sample's value, if any.
