@@ -3,7 +3,8 @@
 #   setup (apt packages) -> release build -> private Prometheus (loopback, own data directory,
 #   1 s scrape, remote-write receiver, the rules of deploy/prometheus) -> exporter -> estimator
 #   with the bundled uncalibrated profile for this board -> a short mixed stress-ng load in three
-#   pod-shaped cgroups -> a live view of predicted node power and the top containers, every second.
+#   pod-shaped cgroups -> a live view of predicted node power (idle and dynamic) and the top
+#   containers, refreshed every second.
 # Ctrl-C stops everything it started (each component runs in its own process group, all are
 # stopped on exit); nothing is left running.
 #
@@ -15,7 +16,7 @@
 set -euo pipefail
 set +m # background jobs stay in our process group unless setsid moves them
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "quickstart: $*" >&2; exit 1; }
 
 duration=0
@@ -210,38 +211,7 @@ if ((load_seconds > 0)); then
 fi
 
 # --- live view -------------------------------------------------------------------------------
-query() {
-  curl -fsS --max-time 2 --get --data-urlencode "query=$1" "$prom/api/v1/query" 2>/dev/null || echo '{}'
-}
-interactive=0
-[[ -t 1 && $duration -eq 0 ]] && interactive=1
-started=$SECONDS
-while :; do
-  elapsed=$((SECONDS - started))
-  nodes="$(query 'max by (node, model) (greenpipe_node_power_watts)' |
-    jq -r '.data.result[]? | "  \(.metric.node)  \(.value[1] | tonumber * 10 | round / 10) W  (model \(.metric.model))"')"
-  top="$(query 'topk(5, sum by (container_id, pod_uid) (greenpipe_container_power_watts))' |
-    jq -r '.data.result[]? | [.metric.container_id // "", .metric.pod_uid // "", (.value[1] | tonumber * 100 | round / 100 | tostring)] | join("|")')"
-  view="GreenPipe quick start   Prometheus: $prom   ($((elapsed))s"
-  ((duration > 0)) && view+=" of ${duration}s"
-  ((elapsed < load_seconds)) && view+=", demo load running" || view+=", load finished"
-  view+=")"$'\n'"Predicted node power:"$'\n'"${nodes:-  (waiting for the first prediction)}"$'\n'"Top containers:"
-  if [[ -n $top ]]; then
-    while IFS='|' read -r cid uid watts; do
-      name="${cid:0:12}"
-      [[ -n $uid && -n ${pod_names[$uid]:-} ]] && name="${pod_names[$uid]}"
-      pod="${uid:-(not in a pod)}"
-      [[ $cid == system ]] && pod="(host processes outside containers)"
-      view+=$'\n'"$(printf '  %-14s %8s W   %s' "$name" "$watts" "$pod")"
-    done <<<"$top"
-  else
-    view+=$'\n'"  (waiting for the first attribution)"
-  fi
-  if ((interactive)); then
-    printf '\033[H\033[2J%s\n\nCtrl-C stops everything.\n' "$view"
-  else
-    printf '%s\n\n' "$view"
-  fi
-  ((duration > 0 && elapsed >= duration)) && break
-  sleep 1
-done
+# Refreshes in place on a terminal, plain frames otherwise (greenpipe-estimator view).
+view_args=(--prometheus-url "$prom" --duration "$duration" --load-seconds "$load_seconds" --idle-split processes)
+for uid in "${!pod_names[@]}"; do view_args+=(--pod-name "$uid=${pod_names[$uid]}"); done
+"$bin_dir/greenpipe-estimator" view "${view_args[@]}"

@@ -3,6 +3,7 @@
 //! and benchmarks can drive them directly.
 
 pub mod attribution;
+pub mod campaign;
 pub mod endpoint;
 pub mod estimate;
 pub mod http;
@@ -14,3 +15,4 @@ pub mod remote_write;
 pub mod serve;
 pub mod shard;
 pub mod telemetry;
+pub mod view;

@@ -4,7 +4,7 @@
 //! crossval); one variant and one module per subcommand, each owning its arguments.
 
 use clap::{Parser, Subcommand};
-use greenpipe_estimator::{offline, serve};
+use greenpipe_estimator::{campaign, offline, serve, view};
 
 /// GreenPipe estimator: per-node power models, container attribution, remote write.
 #[derive(Debug, Parser)]
@@ -29,6 +29,11 @@ enum Command {
     Validate(offline::cli::ValidateCli),
     /// Leave-one-workload-out for every candidate and baseline, with nested selection.
     Crossval(offline::cli::CrossvalCli),
+    /// Live view of predicted node and container power (the quick start's screen).
+    View(view::ViewArgs),
+    /// Profiling campaigns: run a plan's steps, then dataset, train, validate and report.
+    #[command(subcommand)]
+    Campaign(campaign::CampaignCommand),
     /// Grid carbon intensity: sources, forecasts, backtests, queries and node placement.
     Carbon(greenpipe_carbon::cli::Args),
 }
@@ -49,6 +54,8 @@ fn main() {
         Command::Train(args) => args.run(),
         Command::Validate(args) => args.run(),
         Command::Crossval(args) => args.run(),
+        Command::View(args) => view::run(args),
+        Command::Campaign(args) => campaign::run(args),
         Command::Carbon(args) => greenpipe_carbon::cli::run(args),
     };
     if let Err(err) = result {

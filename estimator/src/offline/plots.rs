@@ -170,3 +170,60 @@ pub fn held_out(
         &errors,
     )
 }
+
+/// Points in groups (one colour and legend entry per group), e.g. energy per inference against
+/// latency by model architecture.
+pub fn scatter(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    groups: &[(String, Vec<(f64, f64)>)],
+) -> anyhow::Result<()> {
+    fonts()?;
+    let all = || groups.iter().flat_map(|(_, p)| p.iter().copied());
+    let (x_lo, x_hi) = all().fold((f64::MAX, f64::MIN), |(lo, hi), (x, _)| {
+        (lo.min(x), hi.max(x))
+    });
+    let (y_lo, y_hi) = all().fold((f64::MAX, f64::MIN), |(lo, hi), (_, y)| {
+        (lo.min(y), hi.max(y))
+    });
+    anyhow::ensure!(x_lo <= x_hi, "no points to plot");
+    let pad = |lo: f64, hi: f64| ((hi - lo) * 0.1).max(hi.abs() * 0.05).max(1e-9);
+    let (px, py) = (pad(x_lo, x_hi), pad(y_lo, y_hi));
+    let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d((x_lo - px)..(x_hi + px), (y_lo - py).max(0.0)..(y_hi + py))
+        .map_err(|e| anyhow!("{e:?}"))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .draw()
+        .map_err(|e| anyhow!("{e:?}"))?;
+    for (i, (label, points)) in groups.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .map(|&(x, y)| Circle::new((x, y), 6, color.filled())),
+            )
+            .map_err(|e| anyhow!("{e:?}"))?
+            .label(label.as_str())
+            .legend(move |(x, y)| Circle::new((x + 10, y), 6, color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| anyhow!("{e:?}"))?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))
+}

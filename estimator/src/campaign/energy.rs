@@ -1,0 +1,173 @@
+//! Energy of a campaign window, per container: the online estimator's readout (same PromQL,
+//! same rate windows) over the window at a 1 s step, the node's power at each tick — measured by
+//! the meter where it has a reading, predicted by the trained model always — and the online
+//! attribution rule (`attribution::attribute`, idle split by process count) at each tick. The
+//! shares add up to the node's power at every tick, so the containers' energies add up to the
+//! node's energy over the window.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use greenpipe_common::model::NodeModel;
+
+use crate::attribution::{attribute, IdleSplit};
+use crate::endpoint::{AuthFlags, Endpoint};
+use crate::promql::{decode_matrix, Prometheus};
+use crate::readout::{assemble, QuerySet};
+use crate::shard::Shard;
+
+/// Where node power came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PowerSource {
+    /// The node's power meter.
+    Meter,
+    /// The trained model.
+    Predicted,
+}
+
+impl PowerSource {
+    /// The `power_source` column value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PowerSource::Meter => "meter",
+            PowerSource::Predicted => "predicted",
+        }
+    }
+}
+
+/// One container's (or `system`'s) energy over a window.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContainerEnergy {
+    /// Idle share, J.
+    pub idle_joules: f64,
+    /// Dynamic share, J.
+    pub dynamic_joules: f64,
+    /// Pod UID.
+    pub pod_uid: String,
+}
+
+impl ContainerEnergy {
+    /// Idle + dynamic, J.
+    pub fn joules(&self) -> f64 {
+        self.idle_joules + self.dynamic_joules
+    }
+}
+
+/// A window's energy from one power source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceEnergy {
+    /// Power source.
+    pub source: PowerSource,
+    /// Ticks with a node power value.
+    pub ticks: usize,
+    /// Window length, s.
+    pub seconds: f64,
+    /// Node energy, J (mean power × window length).
+    pub node_joules: f64,
+    /// Its idle part, J.
+    pub node_idle_joules: f64,
+    /// Per container id.
+    pub containers: BTreeMap<String, ContainerEnergy>,
+}
+
+impl SourceEnergy {
+    /// Mean node power, W.
+    pub fn node_watts(&self) -> f64 {
+        self.node_joules / self.seconds
+    }
+}
+
+/// Queries and integrates one window of `node`. Sources without any tick are left out.
+pub async fn window(
+    prometheus_url: &str,
+    model: &NodeModel,
+    node: &str,
+    start: f64,
+    end: f64,
+) -> anyhow::Result<Vec<SourceEnergy>> {
+    let endpoint = Endpoint::new(
+        "prometheus",
+        prometheus_url,
+        &AuthFlags::default(),
+        Duration::from_secs(30),
+    )?;
+    let api = Prometheus::new(endpoint);
+    let weights: Vec<_> = model
+        .attribution_weights
+        .iter()
+        .map(|w| w.feature)
+        .collect();
+    let q = QuerySet::new(
+        &model.required_features(),
+        &weights,
+        Duration::from_secs(5),
+        &[],
+    );
+    let step = Duration::from_secs(1);
+    let start_ms = (start * 1000.0).ceil() as i64;
+    let end_ms = (end * 1000.0).floor() as i64;
+    anyhow::ensure!(end_ms > start_ms, "empty window {start}..{end}");
+    let (n, c) = tokio::try_join!(
+        api.query_range(&q.node, start_ms, end_ms, step),
+        api.query_range(&q.container, start_ms, end_ms, step),
+    )?;
+    let node_series = decode_matrix(&n.body)?;
+    let container_series = decode_matrix(&c.body)?;
+    let count = ((end_ms - start_ms) / 1000 + 1) as usize;
+    let ticks = assemble(
+        start_ms,
+        1000,
+        count,
+        &node_series,
+        &container_series,
+        &[],
+        Shard::ALL,
+    );
+    let seconds = end - start;
+    let mut out = Vec::new();
+    for source in [PowerSource::Meter, PowerSource::Predicted] {
+        let mut used = 0usize;
+        let mut node_sum = 0.0;
+        let mut idle_sum = 0.0;
+        let mut per: BTreeMap<String, ContainerEnergy> = BTreeMap::new();
+        for usage in ticks
+            .iter()
+            .flat_map(|t| t.nodes.iter().filter(|u| u.node == node))
+        {
+            let watts = match source {
+                PowerSource::Meter => usage.meter_watts,
+                PowerSource::Predicted => model.predict(&usage.features).ok(),
+            };
+            let Some(watts) = watts.filter(|w| w.is_finite() && *w >= 0.0) else {
+                continue;
+            };
+            used += 1;
+            node_sum += watts;
+            idle_sum += model.idle_power_watts.min(watts).max(0.0);
+            for s in attribute(model, watts, usage, IdleSplit::Processes) {
+                let e = per.entry(s.container_id).or_default();
+                e.pod_uid = s.pod_uid;
+                e.idle_joules += s.idle_watts;
+                e.dynamic_joules += s.dynamic_watts;
+            }
+        }
+        if used == 0 {
+            continue;
+        }
+        // Mean power over the ticks × window length.
+        let scale = seconds / used as f64;
+        for e in per.values_mut() {
+            e.idle_joules *= scale;
+            e.dynamic_joules *= scale;
+        }
+        out.push(SourceEnergy {
+            source,
+            ticks: used,
+            seconds,
+            node_joules: node_sum * scale,
+            node_idle_joules: idle_sum * scale,
+            containers: per,
+        });
+    }
+    Ok(out)
+}

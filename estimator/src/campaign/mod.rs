@@ -1,0 +1,197 @@
+//! `campaign`: the automated profiling → training → validation pipeline on one node.
+//!
+//! `campaign run` runs a plan's steps (each process in its own pod-shaped cgroup, idle gaps
+//! between steps, warm-up left out of the windows), then with no further command extracts a
+//! trace per window, trains on the `train` steps, validates on the `validate` steps beside the
+//! stored baselines and writes the campaign report. `campaign report` rebuilds the report from
+//! what the directory holds.
+//!
+//! The directory: `plan.toml` (the plan it ran; a rerun must use the same one), `campaign.json`
+//! (node and Prometheus URL), `windows.jsonl` (the campaign log), `logs/` (each process's
+//! output), `traces/{train,validate}/`, `model.json`, `train/`, `validate/`, and the report
+//! files (see [`report`]).
+
+pub mod analysis;
+pub mod energy;
+pub mod plan;
+pub mod pod;
+pub mod report;
+pub mod runner;
+pub mod windows;
+pub mod workload_metrics;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use serde::{Deserialize, Serialize};
+
+use plan::Plan;
+
+/// `campaign` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CampaignCommand {
+    /// Run a plan on this node, then dataset, train, validate and report.
+    Run(RunArgs),
+    /// Rebuild the report of a campaign directory.
+    Report(ReportArgs),
+}
+
+/// `campaign run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The plan (deploy/profiling/plans/*.toml).
+    #[arg(long)]
+    pub plan: PathBuf,
+    /// This node's name (the exporter's `--node-name`).
+    #[arg(long)]
+    pub node: String,
+    /// Prometheus that scrapes the node's exporter (and its meter).
+    #[arg(long)]
+    pub prometheus_url: String,
+    /// Campaign directory; a rerun with the same directory resumes.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Run the steps as Kubernetes Jobs pinned to the node (not implemented yet).
+    #[arg(long)]
+    pub kubernetes: bool,
+}
+
+/// `campaign report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Campaign directory.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Prometheus to read windows from (default: the one the campaign ran against).
+    #[arg(long)]
+    pub prometheus_url: Option<String>,
+    /// Train again even if the directory holds a model.
+    #[arg(long)]
+    pub retrain: bool,
+}
+
+/// What a campaign directory remembers about its run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Meta {
+    /// Node name.
+    pub node: String,
+    /// Prometheus URL.
+    pub prometheus_url: String,
+}
+
+fn meta_path(out: &Path) -> PathBuf {
+    out.join("campaign.json")
+}
+
+/// Runs a `campaign` subcommand.
+pub fn run(command: CampaignCommand) -> anyhow::Result<()> {
+    match command {
+        CampaignCommand::Run(args) => run_campaign(args),
+        CampaignCommand::Report(args) => rebuild(args),
+    }
+}
+
+fn run_campaign(args: RunArgs) -> anyhow::Result<()> {
+    if args.kubernetes {
+        bail!(
+            "--kubernetes is not implemented yet: run the campaign on the node itself (local \
+             processes in pod-shaped cgroups), see docs/campaign.md"
+        );
+    }
+    let started = std::time::Instant::now();
+    let text = std::fs::read_to_string(&args.plan)
+        .with_context(|| format!("reading {}", args.plan.display()))?;
+    let plan = Plan::parse(&text).with_context(|| format!("plan {}", args.plan.display()))?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let kept_plan = args.out.join("plan.toml");
+    match std::fs::read_to_string(&kept_plan) {
+        Ok(old) if old != text => bail!(
+            "{} holds a campaign of another plan ({}); use a new --out, or the plan it ran",
+            args.out.display(),
+            kept_plan.display()
+        ),
+        Ok(_) => {}
+        Err(_) => std::fs::write(&kept_plan, &text)?,
+    }
+    let meta = Meta {
+        node: args.node.clone(),
+        prometheus_url: args.prometheus_url.clone(),
+    };
+    if let Ok(old) = std::fs::read_to_string(meta_path(&args.out)) {
+        let old: Meta = serde_json::from_str(&old).context("campaign.json")?;
+        if old.node != meta.node {
+            bail!(
+                "{} is a campaign of node {:?}, not {:?}",
+                args.out.display(),
+                old.node,
+                meta.node
+            );
+        }
+    }
+    std::fs::write(meta_path(&args.out), serde_json::to_string_pretty(&meta)?)?;
+    eprintln!(
+        "campaign: {} steps, {:.0} s of steps, idle gaps and warm-ups",
+        plan.steps.len(),
+        plan.length_seconds()
+    );
+    let stop = runner::stop_flag()?;
+    let ctx = runner::RunContext {
+        out: args.out.clone(),
+        node: args.node.clone(),
+    };
+    if runner::run_steps(&plan, &ctx, &stop)? == runner::Outcome::Interrupted {
+        let done = windows::read(&args.out)?
+            .iter()
+            .filter(|w| w.status == windows::Status::Complete)
+            .count();
+        bail!(
+            "interrupted; {done} complete steps are kept in {}: run the same command again to \
+             resume",
+            args.out.display()
+        );
+    }
+    eprintln!(
+        "campaign: steps finished in {:.0} s; dataset, train, validate, report",
+        started.elapsed().as_secs_f64()
+    );
+    finish(&plan, &args.out, &meta, false)?;
+    eprintln!("campaign: done in {:.0} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn rebuild(args: ReportArgs) -> anyhow::Result<()> {
+    let plan = Plan::load(&args.out.join("plan.toml"))?;
+    let text = std::fs::read_to_string(meta_path(&args.out))
+        .with_context(|| format!("{} is not a campaign directory", args.out.display()))?;
+    let mut meta: Meta = serde_json::from_str(&text).context("campaign.json")?;
+    if let Some(url) = args.prometheus_url {
+        meta.prometheus_url = url;
+    }
+    finish(&plan, &args.out, &meta, args.retrain)
+}
+
+fn finish(plan: &Plan, out: &Path, meta: &Meta, retrain: bool) -> anyhow::Result<()> {
+    let a = analysis::analyse(plan, out, &meta.prometheus_url, &meta.node, retrain)?;
+    report::write(plan, &a, out, &meta.node)?;
+    for (name, r) in report::skipped(&a) {
+        eprintln!(
+            "campaign: {name} skipped: {}",
+            r.skipped.as_deref().unwrap_or("")
+        );
+    }
+    for n in &a.notes {
+        eprintln!("campaign: note: {n}");
+    }
+    if let Some((m, baselines)) = report::headline(&a) {
+        let parts: Vec<String> = baselines
+            .iter()
+            .map(|(b, v, imp)| format!("{b} {v:.2} % ({imp:.1} % better)"))
+            .collect();
+        eprintln!("campaign: validation MAPE {m:.2} %; {}", parts.join(", "));
+    }
+    eprintln!("campaign: report in {}", out.join("report.md").display());
+    Ok(())
+}

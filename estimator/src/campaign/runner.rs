@@ -1,0 +1,457 @@
+//! `campaign run`'s first half: the plan's steps, one after the other, each preceded by an idle
+//! gap; a step's processes start in their own pod-shaped cgroups, the warm-up passes, and the
+//! window runs for the step's length; then the step's processes are stopped and its record is
+//! appended to the campaign log. Ctrl-C (or SIGTERM) stops the running step, records it as
+//! interrupted and ends the run; what was done stays, and a rerun resumes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use indicatif::ProgressBar;
+
+use crate::campaign::plan::{Plan, Step};
+use crate::campaign::pod::{self, Pod};
+use crate::campaign::windows::{self, Status, Window};
+use crate::campaign::workload_metrics::{self, Reading};
+
+/// How a run of the steps ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every step has a record.
+    Finished,
+    /// Stopped by a signal.
+    Interrupted,
+}
+
+/// Settings of one run.
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    /// Campaign directory.
+    pub out: PathBuf,
+    /// Node name.
+    pub node: String,
+}
+
+/// Set by Ctrl-C or SIGTERM.
+pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let f = flag.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("campaign-signals".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let mut term =
+                    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    {
+                        Ok(t) => t,
+                        Err(_) => return,
+                    };
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {},
+                    _ = term.recv() => {},
+                }
+                f.store(true, Ordering::SeqCst);
+            })
+        })?;
+    Ok(flag)
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Sleeps up to `d`, returning early (false) when the stop flag is set.
+fn sleep_unless_stopped(d: Duration, stop: &AtomicBool, bar: &ProgressBar, base: u64) -> bool {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        bar.set_position(
+            base + (d.as_secs_f64()
+                - until
+                    .saturating_duration_since(Instant::now())
+                    .as_secs_f64()) as u64,
+        );
+        std::thread::sleep(
+            Duration::from_millis(100).min(until.saturating_duration_since(Instant::now())),
+        );
+    }
+    true
+}
+
+/// A process's placeholders replaced.
+fn expand(args: &[String], vars: &BTreeMap<String, String>) -> anyhow::Result<Vec<String>> {
+    args.iter()
+        .map(|a| {
+            let mut out = String::new();
+            let mut rest = a.as_str();
+            while let Some(open) = rest.find('{') {
+                out.push_str(&rest[..open]);
+                let close = rest[open..]
+                    .find('}')
+                    .with_context(|| format!("argument {a:?}: '{{' without '}}'"))?;
+                let key = &rest[open + 1..open + close];
+                let v = vars
+                    .get(key)
+                    .with_context(|| format!("argument {a:?}: unknown placeholder {{{key}}}"))?;
+                out.push_str(v);
+                rest = &rest[open + close + 1..];
+            }
+            out.push_str(rest);
+            Ok(out)
+        })
+        .collect()
+}
+
+/// A blocking HTTP client for a workload's `/metrics` (short timeouts: a workload that does not
+/// answer is a failed step, not a hung campaign).
+pub struct MetricsClient(reqwest::blocking::Client);
+
+impl MetricsClient {
+    fn new() -> anyhow::Result<MetricsClient> {
+        Ok(MetricsClient(
+            reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(2))
+                .build()?,
+        ))
+    }
+
+    /// The page's text, or `None` when it does not answer 200.
+    fn get(&self, url: &str) -> Option<String> {
+        let r = self.0.get(url).send().ok()?;
+        r.status().is_success().then(|| r.text().ok()).flatten()
+    }
+}
+
+/// Runs every step without a record; returns whether it finished or was interrupted.
+pub fn run_steps(plan: &Plan, ctx: &RunContext, stop: &AtomicBool) -> anyhow::Result<Outcome> {
+    let records = windows::read(&ctx.out)?;
+    let latest = windows::latest(&records);
+    let todo: Vec<&Step> = plan
+        .steps
+        .iter()
+        .filter(|s| !windows::done(&latest, &s.name))
+        .collect();
+    let skipped = plan.steps.len() - todo.len();
+    if skipped > 0 {
+        eprintln!(
+            "campaign: resuming: {skipped} of {} steps already done, {} to run",
+            plan.steps.len(),
+            todo.len()
+        );
+    }
+    if todo.is_empty() {
+        return Ok(Outcome::Finished);
+    }
+    let s = &plan.campaign;
+    let total: f64 = todo
+        .iter()
+        .map(|st| s.idle_seconds + s.warmup_seconds + plan.seconds(st))
+        .sum::<f64>()
+        + s.idle_seconds;
+    let bar = ProgressBar::new(total.ceil() as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{msg:30} [{elapsed_precise}] {wide_bar} {pos}/{len} s (eta {eta})",
+    ) {
+        bar.set_style(style);
+    }
+    let scope = pod::cgroup2_root()?.join(format!("greenpipe-campaign-{}", std::process::id()));
+    std::fs::create_dir_all(&scope).with_context(|| format!("creating {}", scope.display()))?;
+    let logs = ctx.out.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let client = MetricsClient::new()?;
+    let mut base = 0u64;
+    let mut outcome = Outcome::Finished;
+    for (i, st) in todo.iter().enumerate() {
+        bar.set_message(format!("idle before {}", st.name));
+        if !sleep_unless_stopped(Duration::from_secs_f64(s.idle_seconds), stop, &bar, base) {
+            outcome = Outcome::Interrupted;
+            break;
+        }
+        base += s.idle_seconds as u64;
+        bar.set_message(format!(
+            "[{}/{}] {}",
+            skipped + i + 1,
+            plan.steps.len(),
+            st.name
+        ));
+        let w = run_step(plan, st, ctx, &scope, &logs, &client, stop, &bar, base)?;
+        base += (s.warmup_seconds + plan.seconds(st)) as u64;
+        let line = match w.status {
+            Status::Complete => format!(
+                "campaign: {} done ({:.1} s window{})",
+                st.name,
+                w.seconds(),
+                w.inferences
+                    .map(|n| format!(", {n:.0} inferences"))
+                    .unwrap_or_default()
+            ),
+            Status::Failed => format!(
+                "campaign: {} FAILED, skipped: {}",
+                st.name,
+                w.error.as_deref().unwrap_or("?")
+            ),
+            Status::Interrupted => format!("campaign: {} interrupted", st.name),
+        };
+        bar.println(line);
+        windows::append(&ctx.out, &w)?;
+        if w.status == Status::Interrupted {
+            outcome = Outcome::Interrupted;
+            break;
+        }
+    }
+    if outcome == Outcome::Finished {
+        // The last window needs its trailing scrapes in Prometheus before it is queried.
+        bar.set_message("idle after the last step");
+        if !sleep_unless_stopped(
+            Duration::from_secs_f64(s.idle_seconds.max(3.0)),
+            stop,
+            &bar,
+            base,
+        ) {
+            outcome = Outcome::Interrupted;
+        }
+    }
+    bar.finish_and_clear();
+    pod::remove_scope(&scope);
+    Ok(outcome)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_step(
+    plan: &Plan,
+    st: &Step,
+    ctx: &RunContext,
+    scope: &Path,
+    logs: &Path,
+    client: &MetricsClient,
+    stop: &AtomicBool,
+    bar: &ProgressBar,
+    base: u64,
+) -> anyhow::Result<Window> {
+    let s = &plan.campaign;
+    let seconds = plan.seconds(st);
+    let timeout = (s.warmup_seconds + seconds + 30.0).ceil() as u64;
+    let mut w = Window {
+        workload: st.name.clone(),
+        group: st.group.clone(),
+        tag: st.tag,
+        config: st.config.clone(),
+        node: ctx.node.clone(),
+        container_id: String::new(),
+        pod_uid: String::new(),
+        containers: BTreeMap::new(),
+        start: now(),
+        end: now(),
+        complete: false,
+        status: Status::Failed,
+        error: None,
+        inferences: None,
+        operations: None,
+        latency_p50_seconds: None,
+        latency_p95_seconds: None,
+    };
+    let mut vars: BTreeMap<String, String> = BTreeMap::from([
+        ("timeout".into(), format!("{timeout}s")),
+        ("seconds".into(), timeout.to_string()),
+        ("node".into(), ctx.node.clone()),
+        ("step".into(), st.name.clone()),
+        ("out".into(), ctx.out.display().to_string()),
+        (
+            "campaign_log".into(),
+            ctx.out.join("workload-log.jsonl").display().to_string(),
+        ),
+    ]);
+    // Named ports shared by the step's processes.
+    for p in &st.processes {
+        for a in &p.args {
+            let mut rest = a.as_str();
+            while let Some(at) = rest.find("{port:") {
+                let end = rest[at..].find('}').map_or(rest.len(), |e| at + e);
+                let key = rest[at + 1..end].to_string();
+                if !vars.contains_key(&key) {
+                    vars.insert(key, free_port()?.to_string());
+                }
+                rest = &rest[end..];
+            }
+        }
+    }
+    let measured = Plan::measured(st);
+    let mut pods: Vec<Pod> = Vec::new();
+    let mut metrics_url: Option<String> = None;
+    let mut failure: Option<String> = None;
+    for (k, p) in st.processes.iter().enumerate() {
+        let name = p.name.clone().unwrap_or_else(|| format!("p{k}"));
+        let address = format!("127.0.0.1:{}", free_port()?);
+        vars.insert("metrics_address".into(), address.clone());
+        let started = (|| -> anyhow::Result<Pod> {
+            let args = expand(&p.args, &vars)?;
+            let command = pod::resolve_command(&p.command)?;
+            Pod::start(
+                scope,
+                &command,
+                &args,
+                &logs.join(format!("{}__{name}.log", st.name)),
+            )
+        })();
+        match started {
+            Ok(pod) => {
+                w.containers.insert(name.clone(), pod.container_id.clone());
+                if k == measured {
+                    w.container_id = pod.container_id.clone();
+                    w.pod_uid = pod.pod_uid.clone();
+                    if p.args.iter().any(|a| a.contains("{metrics_address}")) {
+                        metrics_url = Some(format!("http://{address}/metrics"));
+                    }
+                }
+                pods.push(pod);
+            }
+            Err(e) => {
+                failure = Some(format!("process {name}: {e:#}"));
+                break;
+            }
+        }
+        // A process that serves metrics is up when it answers; the next one (a client) may
+        // need it.
+        if k == measured {
+            if let Some(url) = &metrics_url {
+                let deadline = Instant::now() + Duration::from_secs(120);
+                while client.get(url).is_none() && Instant::now() < deadline {
+                    if stop.load(Ordering::SeqCst)
+                        || pods.last_mut().and_then(Pod::exited).is_some()
+                    {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+    let exited_badly = |pods: &mut Vec<Pod>| -> Option<String> {
+        pods.iter_mut().enumerate().find_map(|(k, p)| {
+            let status = p.exited()?;
+            let name = st.processes[k]
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("p{k}"));
+            Some(if status.success() {
+                format!("process {name} ended before the window did")
+            } else {
+                format!("process {name} exited with {status}")
+            })
+        })
+    };
+    if failure.is_none()
+        && !sleep_unless_stopped(Duration::from_secs_f64(s.warmup_seconds), stop, bar, base)
+    {
+        w.status = Status::Interrupted;
+    }
+    if failure.is_none() && w.status != Status::Interrupted {
+        failure = exited_badly(&mut pods);
+    }
+    if failure.is_none() && w.status != Status::Interrupted {
+        let first: Option<Reading> = metrics_url
+            .as_deref()
+            .and_then(|u| client.get(u))
+            .map(|t| workload_metrics::parse(&t));
+        w.start = now();
+        let until = Instant::now() + Duration::from_secs_f64(seconds);
+        let warm = base + s.warmup_seconds as u64;
+        while Instant::now() < until {
+            if stop.load(Ordering::SeqCst) {
+                w.status = Status::Interrupted;
+                break;
+            }
+            if let Some(e) = exited_badly(&mut pods) {
+                failure = Some(e);
+                break;
+            }
+            bar.set_position(
+                warm + (seconds
+                    - until
+                        .saturating_duration_since(Instant::now())
+                        .as_secs_f64()) as u64,
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        w.end = now();
+        if failure.is_none() && w.status != Status::Interrupted {
+            let last = metrics_url
+                .as_deref()
+                .and_then(|u| client.get(u))
+                .map(|t| workload_metrics::parse(&t));
+            if let (Some(a), Some(b)) = (&first, &last) {
+                let d = workload_metrics::delta(a, b);
+                w.inferences = d.inferences;
+                w.operations = d.operations;
+                w.latency_p50_seconds = workload_metrics::quantile(&d.buckets, 0.5);
+                w.latency_p95_seconds = workload_metrics::quantile(&d.buckets, 0.95);
+            } else if metrics_url.is_some() {
+                failure = Some(format!(
+                    "the measured process's metrics did not answer at {}",
+                    metrics_url.as_deref().unwrap_or("")
+                ));
+            }
+        }
+    }
+    // Clients first, then servers: stop in reverse start order.
+    for p in pods.iter_mut().rev() {
+        p.stop(Duration::from_secs(5));
+    }
+    match (failure, w.status) {
+        (_, Status::Interrupted) => {
+            w.error = Some("stopped by a signal".into());
+        }
+        (Some(e), _) => {
+            w.status = Status::Failed;
+            w.error = Some(e);
+        }
+        (None, _) => {
+            w.status = Status::Complete;
+            w.complete = true;
+        }
+    }
+    Ok(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_expanded_and_unknown_ones_refused() {
+        let vars = BTreeMap::from([
+            ("timeout".to_string(), "40s".to_string()),
+            ("port:grpc".to_string(), "8001".to_string()),
+        ]);
+        let got = expand(
+            &[
+                "--timeout".into(),
+                "{timeout}".into(),
+                "127.0.0.1:{port:grpc}".into(),
+            ],
+            &vars,
+        )
+        .unwrap();
+        assert_eq!(got, ["--timeout", "40s", "127.0.0.1:8001"]);
+        let err = expand(&["{nope}".into()], &vars).unwrap_err().to_string();
+        assert!(err.contains("unknown placeholder {nope}"), "{err}");
+    }
+}
