@@ -210,7 +210,12 @@ pub fn run_steps(plan: &Plan, ctx: &RunContext, stop: &AtomicBool) -> anyhow::Re
             ),
             Status::Interrupted => format!("campaign: {} interrupted", st.name),
         };
-        bar.println(line);
+        // A hidden bar (not a terminal) prints nothing, not even println: log plainly then.
+        if bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            bar.println(line);
+        }
         windows::append(&ctx.out, &w)?;
         if w.status == Status::Interrupted {
             outcome = Outcome::Interrupted;

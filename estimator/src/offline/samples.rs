@@ -219,6 +219,21 @@ pub fn trace_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 /// Reads every trace and groups the rows by node. `only` restricts the features offered
 /// (`None` = all canonical ones).
 pub fn load(paths: &[PathBuf], only: Option<&[Feature]>) -> anyhow::Result<Vec<NodeSamples>> {
+    load_with(paths, only, false)
+}
+
+/// Like [`load`] with exactly `columns`, kept also where they are constant: a model is scored on
+/// what it was trained with, and a feature that happens to be constant in the scored traces
+/// (no network traffic at all during a workload) is still a valid input.
+pub fn load_columns(paths: &[PathBuf], columns: &[Feature]) -> anyhow::Result<Vec<NodeSamples>> {
+    load_with(paths, Some(columns), true)
+}
+
+fn load_with(
+    paths: &[PathBuf],
+    only: Option<&[Feature]>,
+    keep_constant: bool,
+) -> anyhow::Result<Vec<NodeSamples>> {
     let mut by_node: BTreeMap<String, Vec<(PathBuf, Vec<TraceRow>)>> = BTreeMap::new();
     for path in trace_files(paths)? {
         let text = std::fs::read_to_string(&path)
@@ -234,7 +249,7 @@ pub fn load(paths: &[PathBuf], only: Option<&[Feature]>) -> anyhow::Result<Vec<N
     }
     by_node
         .into_iter()
-        .map(|(node, traces)| build_node(node, traces, only))
+        .map(|(node, traces)| build_node(node, traces, only, keep_constant))
         .collect()
 }
 
@@ -242,6 +257,7 @@ fn build_node(
     node: String,
     traces: Vec<(PathBuf, Vec<TraceRow>)>,
     only: Option<&[Feature]>,
+    keep_constant: bool,
 ) -> anyhow::Result<NodeSamples> {
     let mut notes = Vec::new();
     let metered = traces
@@ -255,6 +271,7 @@ fn build_node(
         }
         match status[f.index()] {
             ColumnStatus::Varies => features.push(f),
+            ColumnStatus::Constant(_) if keep_constant => features.push(f),
             ColumnStatus::AllEmpty => notes.push(format!(
                 "{node}: feature {} is empty in every trace: not used",
                 f.column()

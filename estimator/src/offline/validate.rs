@@ -31,7 +31,21 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
     let text = std::fs::read_to_string(&args.model)
         .with_context(|| format!("reading {}", args.model.display()))?;
     let file = ModelFile::from_json(&text).with_context(|| args.model.display().to_string())?;
-    let nodes = samples::load(&args.traces, None)?;
+    // Every column a model or baseline of the file reads, constant ones included.
+    let mut columns: Vec<_> = file
+        .models
+        .iter()
+        .flat_map(|m| {
+            m.required_features().into_iter().chain(
+                m.baselines
+                    .iter()
+                    .flat_map(|b| b.features.iter().map(|f| f.feature)),
+            )
+        })
+        .collect();
+    columns.sort();
+    columns.dedup();
+    let nodes = samples::load_columns(&args.traces, &columns)?;
     report::create_dir(&args.report)?;
     let mut rows = Vec::new();
     let mut md = format!(
