@@ -23,6 +23,8 @@ pub mod hwmon;
 pub mod rapl;
 pub mod shelly;
 pub mod tasmota;
+/// A test fixture, not a meter: compiled only for tests, benches and feature `fake-meters`.
+#[cfg(any(test, feature = "fake-meters"))]
 pub mod um_emulator;
 pub mod usb_um;
 pub mod worker;
