@@ -71,10 +71,7 @@ pub struct Cli {
     /// Log filter (`error`, `warn`, `info`, `debug`, or a tracing filter expression).
     #[arg(long = "log.level", default_value = "info", global = true)]
     pub log_level: String,
-    /// Power meter to read, KIND:TARGET (repeatable): um24c|um25c|um34c:/dev/rfcomm0,
-    /// hwmon:auto, rapl:auto, shelly:http://HOST, tasmota:http://HOST. Replaces the file's
-    /// [[meters]].
-    #[arg(long = "meter", value_name = "KIND:TARGET", global = true)]
+    #[arg(long = "meter", value_name = "KIND:TARGET", global = true, help = crate::meter::flag_help())]
     pub meters: Vec<String>,
     /// Longest wait for a meter reading per tick, e.g. `500ms` [default: 500ms].
     #[arg(long = "meter.timeout", global = true)]
