@@ -34,8 +34,6 @@ enum Command {
     /// Profiling campaigns: run a plan's steps, then dataset, train, validate and report.
     #[command(subcommand)]
     Campaign(campaign::CampaignCommand),
-    /// Grid carbon intensity: sources, forecasts, backtests, queries and node placement.
-    Carbon(greenpipe_carbon::cli::Args),
 }
 
 fn main() {
@@ -56,7 +54,6 @@ fn main() {
         Command::Crossval(args) => args.run(),
         Command::View(args) => view::run(args),
         Command::Campaign(args) => campaign::run(args),
-        Command::Carbon(args) => greenpipe_carbon::cli::run(args),
     };
     if let Err(err) = result {
         eprintln!("greenpipe-estimator: {err:#}");
