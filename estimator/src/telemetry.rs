@@ -38,6 +38,10 @@ pub struct Telemetry {
     pub nodes_estimated: IntGauge,
     /// Loaded models.
     pub models_loaded: GaugeVec,
+    /// Model sets read again, by outcome.
+    pub model_reloads: IntCounterVec,
+    /// Whether the last model files read were loaded.
+    pub model_reload_success: IntGauge,
 }
 
 impl Telemetry {
@@ -96,7 +100,21 @@ impl Telemetry {
         registry
             .register(Box::new(models_loaded.clone()))
             .expect("unique metric");
+        let model_reload_success = IntGauge::new(
+            n::MODEL_RELOAD_SUCCESS,
+            "1 if the last model files read were loaded, 0 if refused (previous models stay).",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(model_reload_success.clone()))
+            .expect("unique metric");
         Telemetry {
+            model_reloads: counter_vec(
+                n::MODEL_RELOADS_TOTAL,
+                "Model sets read again after a file change or SIGHUP, by outcome.",
+                &[label::OUTCOME],
+            ),
+            model_reload_success,
             ticks: counter(n::TICKS_TOTAL, "Ticks estimated and written."),
             ticks_backfilled: counter(
                 n::TICKS_BACKFILLED_TOTAL,
