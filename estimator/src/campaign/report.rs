@@ -153,9 +153,12 @@ fn mape(rows: &[SummaryRow], workload: &str, model: &str) -> Option<f64> {
         .map(|r| r.score.mape_percent)
 }
 
+/// A baseline in the headline: name, its validation MAPE, the model's improvement over it (%).
+pub type BaselineComparison = (String, f64, f64);
+
 /// The headline: the model's mean validation MAPE and its relative improvement over each
-/// baseline, `(model MAPE, [(baseline, its MAPE, improvement %)])`.
-pub fn headline(a: &Analysis) -> Option<(f64, Vec<(String, f64, f64)>)> {
+/// baseline.
+pub fn headline(a: &Analysis) -> Option<(f64, Vec<BaselineComparison>)> {
     let name = &a.model.as_ref()?.name;
     let m = mape(&a.validation, ALL, name)?;
     let baselines = [STRESS_ONLY, CPU_ONLY]

@@ -291,8 +291,8 @@ fn run_step(
             while let Some(at) = rest.find("{port:") {
                 let end = rest[at..].find('}').map_or(rest.len(), |e| at + e);
                 let key = rest[at + 1..end].to_string();
-                if !vars.contains_key(&key) {
-                    vars.insert(key, free_port()?.to_string());
+                if let std::collections::btree_map::Entry::Vacant(e) = vars.entry(key) {
+                    e.insert(free_port()?.to_string());
                 }
                 rest = &rest[end..];
             }
