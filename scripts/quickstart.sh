@@ -2,9 +2,10 @@
 # The whole GreenPipe pipeline on one machine, no meter and no cluster needed:
 #   setup (apt packages) -> release build -> private Prometheus (loopback, own data directory,
 #   1 s scrape, remote-write receiver, the rules of deploy/prometheus) -> exporter -> estimator
-#   with the bundled uncalibrated profile for this board -> a short mixed stress-ng load in three
-#   pod-shaped cgroups -> a live view of predicted node power (idle and dynamic) and the top
-#   containers, refreshed every second.
+#   with the bundled uncalibrated profile for this board -> a short demo load in pod-shaped cgroups
+#   (stress-ng, local DNN inference, a gRPC inference server and its client) -> a live view of
+#   predicted node power (idle and dynamic), the top containers and joules per inference,
+#   refreshed every second.
 # Ctrl-C stops everything it started (each component runs in its own process group, all are
 # stopped on exit); nothing is left running.
 #
@@ -16,7 +17,7 @@
 set -euo pipefail
 set +m # background jobs stay in our process group unless setsid moves them
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "quickstart: $*" >&2; exit 1; }
 
 duration=0
@@ -46,11 +47,12 @@ cd "$root"
 scripts/setup.sh
 if ((build)); then
   echo "quickstart: building (release)"
-  cargo build --release --locked --bin greenpipe-exporter --bin greenpipe-estimator
+  cargo build --release --locked --bin greenpipe-exporter --bin greenpipe-estimator \
+    --bin greenpipe-workload
   bin_dir="$root/target/release"
 fi
 bin_dir="${bin_dir:-$root/target/release}"
-for b in greenpipe-exporter greenpipe-estimator; do
+for b in greenpipe-exporter greenpipe-estimator greenpipe-workload; do
   [[ -x $bin_dir/$b ]] || die "$bin_dir/$b not found (build it, or drop --no-build)"
 done
 
@@ -72,6 +74,12 @@ prom_port="${prom_port:-$(free_port)}"
 exporter_port="$(free_port)"
 estimator_port="$(free_port)"
 prom="http://127.0.0.1:$prom_port"
+# The demo's inference workloads serve /metrics here; Prometheus scrapes them with their pod
+# UID, which joins inference counts to container power (joules per inference).
+infer_local_port="$(free_port)"
+infer_server_port="$(free_port)"
+infer_grpc_port="$(free_port)"
+demo_uid() { printf '7a3c9e10-0000-4000-8000-%012x' "$1"; }
 
 groups=() # process-group ids of everything started, in start order
 cgroup_top=""
@@ -150,6 +158,14 @@ scrape_configs:
     scrape_timeout: 1s
     static_configs:
       - targets: ["127.0.0.1:$estimator_port"]
+  - job_name: greenpipe-workload
+    scrape_interval: 1s
+    scrape_timeout: 1s
+    static_configs:
+      - targets: ["127.0.0.1:$infer_local_port"]
+        labels: {pod_uid: "$(demo_uid 4)"}
+      - targets: ["127.0.0.1:$infer_server_port"]
+        labels: {pod_uid: "$(demo_uid 5)"}
 EOF
 promtool check config "$run_dir/prometheus.yml" >/dev/null || die "generated Prometheus config is invalid"
 start prometheus prometheus \
@@ -180,7 +196,8 @@ start estimator "$bin_dir/greenpipe-estimator" serve \
   --web.listen-address "127.0.0.1:$estimator_port"
 wait_http "http://127.0.0.1:$estimator_port/metrics" estimator estimator
 
-# --- demo load: three pods' worth of stress-ng, each in a cgroup shaped like a kubelet's ----
+# --- demo load: stress-ng and DNN inference (local, and served over gRPC to a client), each in
+# a cgroup shaped like a kubelet's pod -------------------------------------------------------
 declare -A pod_names=()
 cgroup2="$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)"
 if [[ -n $cgroup2 && -w $cgroup2 ]]; then
@@ -188,26 +205,38 @@ if [[ -n $cgroup2 && -w $cgroup2 ]]; then
 else
   echo "quickstart: no writable cgroup v2 mount; the demo load will show up as 'system'"
 fi
+# demo_pod INDEX NAME PROGRAM ARGS...: runs PROGRAM in its own pod-shaped cgroup.
 demo_pod() {
   local index="$1" name="$2"
   shift 2
   local uid cid
-  uid="$(printf '7a3c9e10-0000-4000-8000-%012x' "$index")"
+  uid="$(demo_uid "$index")"
   cid="$(printf '%s' "greenpipe-quickstart-$name" | sha256sum | cut -c1-64)"
   pod_names[$uid]="$name"
   if [[ -n $cgroup_top ]]; then
     local leaf="$cgroup_top/kubepods/besteffort/pod$uid/$cid"
     mkdir -p "$leaf"
-    start "load-$name" sh -c 'echo $$ > "$0/cgroup.procs" && exec stress-ng "$@"' "$leaf" \
-      "$@" --timeout "${load_seconds}s" --temp-path "$run_dir"
+    start "load-$name" sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$leaf" "$@"
   else
-    start "load-$name" stress-ng "$@" --timeout "${load_seconds}s" --temp-path "$run_dir"
+    start "load-$name" "$@"
   fi
 }
 if ((load_seconds > 0)); then
-  demo_pod 1 cpu-burner --cpu 1 --cpu-load 70
-  demo_pod 2 memory-churn --vm 1 --vm-bytes 128M
-  demo_pod 3 disk-writer --hdd 1 --hdd-bytes 64M
+  stress=(stress-ng --timeout "${load_seconds}s" --temp-path "$run_dir")
+  demo_pod 1 cpu-burner "${stress[@]}" --cpu 1 --cpu-load 50
+  demo_pod 2 memory-churn "${stress[@]}" --vm 1 --vm-bytes 128M
+  demo_pod 3 disk-writer "${stress[@]}" --hdd 1 --hdd-bytes 64M
+  workload="$bin_dir/greenpipe-workload"
+  model=(--model mobilenet_v2 --precision int8 --threads 1)
+  demo_pod 4 infer-local "$workload" infer "${model[@]}" --duration "${load_seconds}s" \
+    --web.listen-address "127.0.0.1:$infer_local_port"
+  demo_pod 5 infer-server "$workload" serve "${model[@]}" --duration "${load_seconds}s" \
+    --grpc.listen-address "127.0.0.1:$infer_grpc_port" --web.listen-address "127.0.0.1:$infer_server_port"
+  # The client's own /metrics goes to a port nobody scrapes: its requests are the server's
+  # inferences, not work of its own.
+  demo_pod 6 infer-client "$workload" client --target "127.0.0.1:$infer_grpc_port" \
+    --model mobilenet_v2 --concurrency 1 --duration "${load_seconds}s" \
+    --web.listen-address "127.0.0.1:$(free_port)"
 fi
 
 # --- live view -------------------------------------------------------------------------------

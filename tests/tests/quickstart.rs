@@ -48,6 +48,7 @@ fn marked_processes(run_dir: &Path) -> Vec<(u32, String)> {
 fn quickstart_produces_predictions_and_leaves_nothing_running() {
     let exporter = test_binary("greenpipe-exporter");
     test_binary("greenpipe-estimator");
+    test_binary("greenpipe-workload");
     let bin_dir = exporter.parent().unwrap().to_path_buf();
     let run = tempfile::tempdir().unwrap();
     let run_dir = run.path().join("run");
@@ -88,11 +89,13 @@ fn quickstart_produces_predictions_and_leaves_nothing_running() {
     // While it runs: its Prometheus gets predicted node power and attributed container power,
     // including the demo pods' (pod_uid set).
     let deadline = Instant::now() + Duration::from_secs(duration + 300);
-    let (mut node_power, mut pod_power) = (Vec::new(), Vec::new());
+    let (mut node_power, mut pod_power, mut per_inference) = (Vec::new(), Vec::new(), Vec::new());
     while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
         node_power = query(&url, "greenpipe_node_power_watts");
         pod_power = query(&url, "greenpipe_container_power_watts{pod_uid!=\"\"}");
-        if !node_power.is_empty() && !pod_power.is_empty() {
+        // Joules per inference of the local and the served inference workloads.
+        per_inference = query(&url, "greenpipe:container_energy_per_inference_joules > 0");
+        if !node_power.is_empty() && !pod_power.is_empty() && per_inference.len() >= 2 {
             break;
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -117,6 +120,16 @@ fn quickstart_produces_predictions_and_leaves_nothing_running() {
     assert!(
         !pod_power.is_empty(),
         "no container power for the demo pods:\n{output}"
+    );
+    assert!(
+        per_inference.len() >= 2,
+        "no joules per inference for the local and served inference pods: {per_inference:?}\n{output}"
+    );
+    assert!(
+        output.contains("J/infer")
+            && output.contains("infer-local")
+            && output.contains("Idle power"),
+        "live view lacks the inference workloads or the idle-split line:\n{output}"
     );
     assert!(
         output.contains(&url),
