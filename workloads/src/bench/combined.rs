@@ -40,7 +40,9 @@ fn cpu_memory(env: &Env) -> anyhow::Result<Prepared> {
     let workers = (0..env.threads)
         .map(|i| {
             let mut s = 3 + i as u64;
-            let a: Vec<f32> = (0..N * N).map(|_| (xorshift(&mut s) % 100) as f32 / 100.0).collect();
+            let a: Vec<f32> = (0..N * N)
+                .map(|_| (xorshift(&mut s) % 100) as f32 / 100.0)
+                .collect();
             let mut c = vec![0f32; N * N];
             let stream = vec![1.0f64; per];
             let mut at = 0usize;

@@ -48,7 +48,10 @@ pub fn benchmarks() -> Vec<Benchmark> {
     ]
 }
 
-fn per_thread(env: &Env, mut make: impl FnMut(usize) -> anyhow::Result<Work>) -> anyhow::Result<Vec<Work>> {
+fn per_thread(
+    env: &Env,
+    mut make: impl FnMut(usize) -> anyhow::Result<Work>,
+) -> anyhow::Result<Vec<Work>> {
     (0..env.threads).map(&mut make).collect()
 }
 
@@ -66,7 +69,9 @@ fn cpu_int(env: &Env) -> anyhow::Result<Prepared> {
         Ok(Box::new(move || {
             let mut acc = 0u64;
             for _ in 0..100_000 {
-                acc = acc.wrapping_mul(6364136223846793005).wrapping_add(xorshift(&mut s));
+                acc = acc
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(xorshift(&mut s));
             }
             std::hint::black_box(acc);
             Ok(100_000)
@@ -97,7 +102,9 @@ fn cpu_matrix(env: &Env) -> anyhow::Result<Prepared> {
     const N: usize = 64;
     let workers = per_thread(env, |i| {
         let mut s = 1 + i as u64;
-        let a: Vec<f32> = (0..N * N).map(|_| (xorshift(&mut s) % 1000) as f32 / 1000.0).collect();
+        let a: Vec<f32> = (0..N * N)
+            .map(|_| (xorshift(&mut s) % 1000) as f32 / 1000.0)
+            .collect();
         let b = a.clone();
         let mut c = vec![0.0f32; N * N];
         Ok(Box::new(move || {
@@ -148,7 +155,11 @@ pub fn cache_size(level: u32) -> Option<usize> {
     let dir = Path::new("/sys/devices/system/cpu/cpu0/cache");
     for entry in std::fs::read_dir(dir).ok()? {
         let p = entry.ok()?.path();
-        let read = |f: &str| std::fs::read_to_string(p.join(f)).ok().map(|s| s.trim().to_string());
+        let read = |f: &str| {
+            std::fs::read_to_string(p.join(f))
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
         if read("level")?.parse::<u32>().ok()? != level || read("type")? == "Instruction" {
             continue;
         }
@@ -205,7 +216,8 @@ fn scratch_dir(env: &Env, name: &str) -> anyhow::Result<Scratch> {
     let dir = env
         .scratch
         .join(format!("greenpipe-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("--scratch {}", env.scratch.display()))?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("--scratch {}", env.scratch.display()))?;
     Ok(Scratch(dir))
 }
 
@@ -292,7 +304,10 @@ fn disk_file(env: &Env, name: &str) -> anyhow::Result<(Scratch, PathBuf, usize)>
     let size = (env.disk_bytes / (1 << 20)).max(1) << 20;
     let mut f = open_direct(&p, true)?;
     let mut buf = Aligned::new(1 << 20);
-    buf.as_mut().iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+    buf.as_mut()
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = i as u8);
     for _ in 0..size >> 20 {
         f.write_all(buf.as_mut())
             .with_context(|| format!("writing {}", p.display()))?;
@@ -409,7 +424,14 @@ fn network_udp(env: &Env) -> anyhow::Result<Prepared> {
             for _ in 0..32 {
                 match s.recv(&mut back) {
                     Ok(k) => n += k as u64,
-                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => break,
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        break
+                    }
                     Err(e) => return Err(e.into()),
                 }
             }

@@ -67,7 +67,9 @@ impl FromStr for Arch {
             .into_iter()
             .find(|a| a.name() == s)
             .with_context(|| {
-                format!("unknown model {s:?}: expected mobilenet_v2, efficientnet_b0 or resnet50_v2")
+                format!(
+                    "unknown model {s:?}: expected mobilenet_v2, efficientnet_b0 or resnet50_v2"
+                )
             })
     }
 }
