@@ -88,9 +88,7 @@ pub fn test_binary(name: &str) -> PathBuf {
 /// The carbon tools' command line: the placement controller is `carbon place` under it. The
 /// one place that knows which binary carries them.
 pub fn carbon_command() -> Command {
-    let mut c = Command::new(test_binary("greenpipe-estimator"));
-    c.arg("carbon");
-    c
+    Command::new(test_binary("greenpipe-carbon"))
 }
 
 /// The workspace root directory.

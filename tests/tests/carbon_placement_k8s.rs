@@ -73,8 +73,7 @@ impl Cluster {
         c.args(["--horizon=1h"])
             .args(args)
             .env("KUBECONFIG", &self.controller_kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env("RUST_LOG", "info");
+            .env_remove("KUBERNETES_SERVICE_HOST");
         c
     }
 
@@ -84,7 +83,7 @@ impl Cluster {
             .place(&[&["--once"], args].concat())
             .stdin(Stdio::null())
             .output()
-            .expect("running carbon place");
+            .expect("running greenpipe-carbon place");
         let (stdout, stderr) = (
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -62,7 +62,8 @@ fn kustomizations() -> Vec<PathBuf> {
 }
 
 fn kustomize(cp: &ControlPlane, dir: &Path) -> Vec<Value> {
-    let yaml = run_ok(Command::new("kubectl").arg("kustomize").arg(dir)).expect("kubectl kustomize");
+    let yaml =
+        run_ok(Command::new("kubectl").arg("kustomize").arg(dir)).expect("kubectl kustomize");
     // kubectl turns the stream into one JSON List (a client-side dry run: nothing is sent).
     let mut c = cp.kubectl();
     c.args(["create", "--dry-run=client", "-o", "json", "-f", "-"]);
@@ -127,7 +128,10 @@ fn every_kustomization_applies_server_side_with_pod_security_and_least_privilege
         ("node-1", &[]),
         (
             "node-2",
-            &[("greenpipe.io/profiling", "true"), ("greenpipe.io/meter", "um25c")],
+            &[
+                ("greenpipe.io/profiling", "true"),
+                ("greenpipe.io/meter", "um25c"),
+            ],
         ),
     ])
     .expect("kwok nodes");
@@ -182,7 +186,9 @@ fn every_kustomization_applies_server_side_with_pod_security_and_least_privilege
         for o in &objects {
             if let Some((group, _)) = o["apiVersion"].as_str().and_then(|v| v.split_once('/')) {
                 assert!(
-                    served_kinds.lines().any(|l| l.ends_with(&format!(".{group}"))),
+                    served_kinds
+                        .lines()
+                        .any(|l| l.ends_with(&format!(".{group}"))),
                     "{label}: {} needs group {group}, which this API server does not serve; \
                      add its CRD to tests/control-plane/crds",
                     name_of(o)
@@ -214,10 +220,7 @@ fn every_kustomization_applies_server_side_with_pod_security_and_least_privilege
             }
         }
 
-        let stream: String = objects
-            .iter()
-            .map(|o| format!("{o}\n---\n"))
-            .collect();
+        let stream: String = objects.iter().map(|o| format!("{o}\n---\n")).collect();
         let applied = cp
             .apply(&stream)
             .unwrap_or_else(|e| panic!("{label}: server-side apply refused: {e}"));
@@ -248,7 +251,10 @@ fn every_kustomization_applies_server_side_with_pod_security_and_least_privilege
                 // capabilities are beyond baseline.
                 assert!(admitted_at(&cp, &pod, "privileged").is_ok(), "{what}");
                 let refused = admitted_at(&cp, &pod, "baseline").expect_err(&what);
-                assert!(refused.contains("violates PodSecurity"), "{what}: {refused}");
+                assert!(
+                    refused.contains("violates PodSecurity"),
+                    "{what}: {refused}"
+                );
                 // The namespace warns at baseline: the apply said so.
                 assert!(
                     applied.contains("would violate PodSecurity \"baseline:latest\""),
@@ -266,11 +272,21 @@ fn every_kustomization_applies_server_side_with_pod_security_and_least_privilege
         check_service_accounts(&cp, &objects, &label);
 
         let mut c = cp.kubectl();
-        c.args(["delete", "--wait=true", "--timeout=180s", "--ignore-not-found", "-f", "-"]);
+        c.args([
+            "delete",
+            "--wait=true",
+            "--timeout=180s",
+            "--ignore-not-found",
+            "-f",
+            "-",
+        ]);
         greenpipe_tests::control_plane::run_with_stdin(&mut c, &stream)
             .unwrap_or_else(|e| panic!("{label}: delete: {e}"));
     }
-    assert!(saw_exporter && saw_estimator, "the exporter or the estimator was not seen");
+    assert!(
+        saw_exporter && saw_estimator,
+        "the exporter or the estimator was not seen"
+    );
 }
 
 fn wait_workload_ready(cp: &ControlPlane, o: &Value, ns: &str, name: &str, what: &str) {
@@ -332,8 +348,14 @@ fn check_service_accounts(cp: &ControlPlane, objects: &[Value], label: &str) {
             ("escalate", "roles.rbac.authorization.k8s.io"),
             ("bind", "clusterroles.rbac.authorization.k8s.io"),
         ] {
-            assert!(!may(verb, resource, Some(ns)), "{what} may {verb} {resource}");
-            assert!(!may(verb, resource, None), "{what} may {verb} {resource} cluster-wide");
+            assert!(
+                !may(verb, resource, Some(ns)),
+                "{what} may {verb} {resource}"
+            );
+            assert!(
+                !may(verb, resource, None),
+                "{what} may {verb} {resource} cluster-wide"
+            );
         }
         match name {
             // Prometheus discovers pods of its own namespace, read-only.
@@ -346,7 +368,10 @@ fn check_service_accounts(cp: &ControlPlane, objects: &[Value], label: &str) {
                     );
                 }
                 assert!(!may("list", "nodes", None), "{what} may list nodes");
-                assert!(!may("list", "services", Some(ns)), "{what} may list services");
+                assert!(
+                    !may("list", "services", Some(ns)),
+                    "{what} may list services"
+                );
             }
             // The exporter and the estimator never call the API: no access at all, and no
             // token in their pods.
