@@ -190,6 +190,18 @@ start() {
     --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
     --initial-cluster="default=http://127.0.0.1:$peer_port" \
     --unsafe-no-fsync --log-level=warn
+  # Audit log of pod and node writes: tests read exact (µs) server-side times of evictions,
+  # bindings and patches from it.
+  cat >"$dir/audit-policy.yaml" <<'YAML'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    verbs: ["create", "delete", "patch", "update"]
+    resources: [{group: "", resources: ["pods", "pods/binding", "nodes"]}]
+  - level: None
+YAML
   # Pod Security admission is in the default plugin set; named here so it cannot go missing.
   daemon "$dir" kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$etcd_port" \
@@ -203,6 +215,7 @@ start() {
     --service-account-key-file="$pki/sa.pub" \
     --service-account-signing-key-file="$pki/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 \
+    --audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$dir/logs/audit.log" \
     --allow-privileged=true --profiling=false
   local ready=""
   for _ in $(seq 1 600); do
@@ -252,23 +265,33 @@ start() {
   die "the controller manager did not create the default ServiceAccount in 120 s"
 }
 
-stop() {
-  local dir="$1" pgid
-  [[ -f "$dir/pgid" ]] || return 0
-  pgid="$(cat "$dir/pgid")"
-  if ! kill -TERM -- "-$pgid" 2>/dev/null; then
-    rm -f "$dir/pgid"
-    return 0
-  fi
-  for _ in $(seq 1 100); do
-    if ! kill -0 -- "-$pgid" 2>/dev/null; then
-      rm -f "$dir/pgid"
-      return 0
-    fi
+# stop_pid PID SECONDS: SIGTERM, wait up to SECONDS for it to exit.
+stop_pid() {
+  local pid="$1" tries=$(($2 * 10))
+  kill -TERM "$pid" 2>/dev/null || return 0
+  while ((tries-- > 0)); do
+    kill -0 "$pid" 2>/dev/null || return 0
     sleep 0.1
   done
-  log "down: process group $pgid ignored SIGTERM for 10 s; killing it"
+  return 1
+}
+
+# Stops the daemons in the reverse order of their start (the API server's graceful shutdown is
+# quick while etcd is still up), then clears the whole process group.
+stop() {
+  local dir="$1" pgid pid name
+  [[ -f "$dir/pgid" ]] || return 0
+  pgid="$(cat "$dir/pgid")"
+  if [[ -f "$dir/pids" ]]; then
+    tac "$dir/pids" | while read -r pid name; do
+      stop_pid "$pid" 10 || log "down: $name ($pid) ignored SIGTERM for 10 s"
+    done
+  fi
   kill -KILL -- "-$pgid" 2>/dev/null || true
+  for _ in $(seq 1 50); do
+    kill -0 -- "-$pgid" 2>/dev/null || break
+    sleep 0.1
+  done
   rm -f "$dir/pgid"
 }
 

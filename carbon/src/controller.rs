@@ -227,15 +227,11 @@ pub fn print_plan(plan: &Plan, nodes: &[Node], now: i64) -> Result<()> {
 /// Patch attempts per node and round: the first, plus re-plans after concurrent edits.
 const PATCH_ATTEMPTS: usize = 5;
 
-/// Whether the API server refused a patch because the node changed since it was read: our
-/// `test` of `resourceVersion` failed (422), or the write lost a race in storage (409).
-fn is_conflict(e: &kube::Error) -> bool {
-    match e {
-        kube::Error::Api(status) => {
-            status.code == 409 || (status.code == 422 && status.message.contains("test failed"))
-        }
-        _ => false,
-    }
+/// Whether a refused patch may be a lost race: 409, or 422, which is what the API server answers
+/// when our `test` of `resourceVersion` fails (its message does not say which op failed, so the
+/// caller re-reads the node and compares resourceVersions to tell a race from a bad patch).
+fn may_be_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 409 || status.code == 422)
 }
 
 /// Patches one node; when someone else changed it between our read and our write (another
@@ -271,15 +267,21 @@ async fn apply_change(
                 tracing::info!(node = %change.node, reason = %change.reason, attempt, "patched");
                 return;
             }
-            Err(e) if is_conflict(&e) && attempt < PATCH_ATTEMPTS => {
-                tracing::warn!(node = %change.node, error = %e, attempt, "node changed since it was read (conflict); re-reading and re-planning it");
-                node = match api.get(&change.node).await {
+            Err(e) if may_be_conflict(&e) && attempt < PATCH_ATTEMPTS => {
+                let fresh = match api.get(&change.node).await {
                     Ok(n) => n,
-                    Err(e) => {
-                        tracing::warn!(node = %change.node, error = %e, "re-reading the node failed; will re-plan next round");
+                    Err(get) => {
+                        tracing::warn!(node = %change.node, error = %e, get_error = %get, "patch refused and re-reading the node failed; will re-plan next round");
                         return;
                     }
                 };
+                if fresh.metadata.resource_version == node.metadata.resource_version {
+                    // Same node as planned: the patch itself is bad, a retry would be too.
+                    tracing::error!(node = %change.node, error = %e, "patch refused for a node that did not change");
+                    return;
+                }
+                tracing::warn!(node = %change.node, error = %e, attempt, "node changed since it was read (conflict); re-reading and re-planning it");
+                node = fresh;
                 let state = node_state(&node, |name, topo| settings.zones.zone_of(name, topo));
                 let replan = planner::plan(&[state], at_horizon, &settings.policy, now);
                 match replan.changes.into_iter().next() {

@@ -159,6 +159,11 @@ impl ControlPlane {
         )
     }
 
+    /// Server-side apply of objects (sent as one `v1` List), as the admin.
+    pub fn apply_objects(&self, objects: &[Value]) -> anyhow::Result<String> {
+        self.apply(&list(objects).to_string())
+    }
+
     /// GET an API path (e.g. `/api/v1/nodes/x`) as the admin; `None` on 404.
     pub fn get(&self, path: &str) -> anyhow::Result<Option<Value>> {
         let r = self.http.get(format!("{}{path}", self.server)).send()?;
@@ -201,7 +206,7 @@ impl ControlPlane {
         Ok(path)
     }
 
-    /// `kubectl auth can-i VERB RESOURCE [-n NS]` as the holder of `kubeconfig` (a
+    /// `kubectl auth can-i VERB RESOURCE[/SUBRESOURCE] [-n NS]` as the holder of `kubeconfig` (a
     /// SelfSubjectAccessReview): whether the API server allows it.
     pub fn can_i(
         &self,
@@ -213,7 +218,12 @@ impl ControlPlane {
         let mut c = Command::new("kubectl");
         c.arg("--kubeconfig")
             .arg(kubeconfig)
-            .args(["auth", "can-i", verb, resource]);
+            .args(["auth", "can-i", verb]);
+        // `kubectl auth can-i VERB a/b` means resource a, object b: a subresource needs its flag.
+        match resource.split_once('/') {
+            Some((resource, sub)) => c.arg(resource).arg(format!("--subresource={sub}")),
+            None => c.arg(resource),
+        };
         match namespace {
             Some(ns) => c.args(["-n", ns]),
             None => c.arg("--all-namespaces"),
@@ -230,7 +240,7 @@ impl ControlPlane {
     /// Creates Nodes that kwok manages (annotation `kwok.x-k8s.io/node: fake`), with `labels`,
     /// and waits until each is Ready.
     pub fn add_fake_nodes(&self, nodes: &[(&str, &[(&str, &str)])]) -> anyhow::Result<()> {
-        let mut yaml = String::new();
+        let mut objects = Vec::new();
         for (name, labels) in nodes {
             let mut l = serde_json::Map::new();
             l.insert("kubernetes.io/hostname".into(), Value::from(*name));
@@ -248,10 +258,9 @@ impl ControlPlane {
                     "labels": l,
                 },
             });
-            yaml.push_str(&serde_json::to_string(&node)?);
-            yaml.push_str("\n---\n");
+            objects.push(node);
         }
-        self.apply(&yaml)?;
+        self.apply_objects(&objects)?;
         for (name, _) in nodes {
             let ready = crate::wait_for(Duration::from_secs(60), || {
                 let n = self.get(&format!("/api/v1/nodes/{name}")).ok()??;
@@ -269,6 +278,16 @@ impl ControlPlane {
             }
         }
         Ok(())
+    }
+
+    /// The API server's audit events so far (pod and node writes, stage ResponseComplete).
+    pub fn audit_events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join("logs/audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["stage"] == "ResponseComplete")
+            .collect()
     }
 
     /// The last lines of a daemon's log (`etcd`, `kube-apiserver`, ..., `kwok`).
@@ -295,6 +314,11 @@ impl Drop for ControlPlane {
             }
         }
     }
+}
+
+/// A `v1` List of `objects`: how kubectl takes several JSON objects in one document.
+pub fn list(objects: &[Value]) -> Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects})
 }
 
 /// Runs a command, failing with its output unless it succeeds; returns stdout.

@@ -142,11 +142,26 @@ fn our_taint(node: &Value) -> Option<Value> {
         .cloned()
 }
 
-fn rfc3339(v: &Value) -> i64 {
+/// Unix seconds of an RFC 3339 stamp (whole seconds for metav1.Time, microseconds for the
+/// audit log's MicroTime).
+fn epoch(v: &Value) -> f64 {
     let s = v.as_str().unwrap_or_else(|| panic!("not a timestamp: {v}"));
-    // metav1.Time is whole seconds, UTC: 2026-12-01T07:00:00Z.
-    let out = run_ok(Command::new("date").args(["-u", "-d", s, "+%s"])).expect("date -d");
+    let out = run_ok(Command::new("date").args(["-u", "-d", s, "+%s.%N"])).expect("date -d");
     out.trim().parse().expect("epoch seconds")
+}
+
+fn rfc3339(v: &Value) -> i64 {
+    epoch(v) as i64
+}
+
+/// When the API server completed the first audited request matching `f` (µs resolution).
+fn audited(c: &Cluster, what: &str, f: impl Fn(&Value) -> bool) -> f64 {
+    let e =
+        c.cp.audit_events()
+            .into_iter()
+            .find(|e| f(e))
+            .unwrap_or_else(|| panic!("no audit event for {what}"));
+    epoch(&e["stageTimestamp"])
 }
 
 fn now() -> i64 {
@@ -297,7 +312,7 @@ fn demo_manifests() -> String {
             "containers": [{"name": "db", "image": "postgres:16"}],
         },
     });
-    format!("{deployment}\n---\n{critical}\n")
+    greenpipe_tests::control_plane::list(&[deployment, critical]).to_string()
 }
 
 fn pod_node(p: &Value) -> Option<&str> {
@@ -388,11 +403,41 @@ fn demo_pod_moves_from_red_to_green(c: &Cluster) {
         .into_iter()
         .find(|(_, e)| pod_node(&e["object"]) == Some("edge-c"))
         .expect("the replacement was bound to edge-c");
-    let latency = bound_at.saturating_duration_since(evicted_at);
+    // Exact server-side times from the audit log: the controller's taint patch of edge-a, the
+    // taint-eviction controller's delete of the pod, the scheduler's binding of its replacement.
+    let is = |e: &Value, verb: &str, resource: &str, name: &str| {
+        e["verb"] == verb
+            && e["objectRef"]["resource"] == resource
+            && e["objectRef"]["name"] == name
+            && e["responseStatus"]["code"]
+                .as_i64()
+                .is_some_and(|c| c < 300)
+    };
+    let tainted = audited(c, "the red patch of edge-a", |e| {
+        is(e, "patch", "nodes", "edge-a")
+            && e["user"]["username"] == "system:serviceaccount:greenpipe:greenpipe-carbon"
+            && e["stageTimestamp"].as_str().is_some()
+            && epoch(&e["stageTimestamp"]) >= (added as f64)
+    });
+    let deleted = audited(c, "the eviction", |e| {
+        is(e, "delete", "pods", &first) && e["objectRef"]["subresource"].is_null()
+    });
+    let bound = audited(c, "the replacement's binding", |e| {
+        is(e, "create", "pods", &second) && e["objectRef"]["subresource"] == "binding"
+    });
+    assert!(
+        deleted - tainted >= TOLERATION_SECONDS as f64,
+        "evicted {:.3} s after the taint, before tolerationSeconds",
+        deleted - tainted
+    );
+    assert!(bound > deleted, "replacement bound before the eviction");
     println!(
-        "eviction -> reschedule latency: {:.3} s (taint added {added}, eviction {} s after it)",
-        latency.as_secs_f64(),
-        deletion - GRACE_SECONDS - added
+        "eviction -> reschedule latency: {:.3} s (API server audit: delete {deleted:.6}, binding \
+         {bound:.6}); taint -> eviction {:.3} s (tolerationSeconds {TOLERATION_SECONDS}); \
+         watch arrivals {:.3} s apart",
+        bound - deleted,
+        deleted - tainted,
+        bound_at.saturating_duration_since(evicted_at).as_secs_f64(),
     );
     // The pod that tolerates red forever is still there, on the red node.
     let critical =
@@ -420,8 +465,14 @@ fn hysteresis_and_dwell_hold_under_a_flapping_series(c: &Cluster) {
     let at = |t: i64| format!("--at={t}");
     let round = |levels: &[(&str, f64)], t: i64, extra: &[&str]| {
         c.publish(levels, t);
+        let overridden = |p: &&&str| {
+            !extra
+                .iter()
+                .any(|e| e.split('=').next() == p.split('=').next())
+        };
         let args: Vec<String> = policy
             .iter()
+            .filter(overridden)
             .map(|s| s.to_string())
             .chain(extra.iter().map(|s| s.to_string()))
             .chain([at(t)])

@@ -220,7 +220,7 @@ fn every_kustomization_applies_server_side_with_pod_security_and_least_privilege
             }
         }
 
-        let stream: String = objects.iter().map(|o| format!("{o}\n---\n")).collect();
+        let stream = greenpipe_tests::control_plane::list(&objects).to_string();
         let applied = cp
             .apply(&stream)
             .unwrap_or_else(|e| panic!("{label}: server-side apply refused: {e}"));
