@@ -251,6 +251,7 @@ YAML
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --manage-nodes-with-label-selector= \
     --server-address="127.0.0.1:$kwok_port" \
+    --node-lease-duration-seconds=40 \
     --cidr=10.244.0.1/16 --node-ip=10.0.0.1
   # Usable means: the controllers run (the default ServiceAccount exists) and nothing died.
   for _ in $(seq 1 600); do

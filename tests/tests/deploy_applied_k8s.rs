@@ -69,12 +69,17 @@ fn kustomize(cp: &ControlPlane, dir: &Path) -> Vec<Value> {
     c.args(["create", "--dry-run=client", "-o", "json", "-f", "-"]);
     let json = greenpipe_tests::control_plane::run_with_stdin(&mut c, &yaml)
         .expect("kubectl converts the build to JSON");
+    // One JSON document per object (or one List), then whatever kubectl said on stderr.
     let start = json.find('{').expect("JSON output");
-    let v: Value = serde_json::from_str(&json[start..]).expect("JSON");
-    match v["kind"].as_str() {
-        Some("List") => v["items"].as_array().cloned().unwrap_or_default(),
-        _ => vec![v],
+    let mut objects = Vec::new();
+    for v in serde_json::Deserializer::from_str(&json[start..]).into_iter::<Value>() {
+        let Ok(v) = v else { break };
+        match v["kind"].as_str() {
+            Some("List") => objects.extend(v["items"].as_array().cloned().unwrap_or_default()),
+            _ => objects.push(v),
+        }
     }
+    objects
 }
 
 fn name_of(o: &Value) -> String {
