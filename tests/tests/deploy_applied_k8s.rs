@@ -221,7 +221,10 @@ fn every_kustomization_applies_server_side_with_pod_security_and_least_privilege
                 )
                 .unwrap();
             } else {
-                cp.kubectl_ok(&["create", "namespace", ns]).unwrap();
+                cp.apply_objects(&[
+                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                ])
+                .unwrap();
             }
         }
 
