@@ -68,6 +68,9 @@ pub struct RefitReport {
     /// Correction gain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gain: Option<f64>,
+    /// Correction shape chosen (`dynamic_gain`, `offset`, `affine`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape: Option<&'static str>,
     /// CPU time of fitting and scoring, seconds.
     pub cpu_seconds: f64,
     /// The fitted correction.
@@ -95,6 +98,7 @@ impl RefitReport {
             written: None,
             offset_watts: None,
             gain: None,
+            shape: None,
             cpu_seconds: 0.0,
             correction: None,
         }
