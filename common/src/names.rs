@@ -279,7 +279,7 @@ pub mod recalibrate {
     pub const CHECKS_TOTAL: &str = "greenpipe_recalibrate_checks_total";
 }
 
-/// Grid carbon intensity and carbon-aware placement (written by `greenpipe-estimator carbon`).
+/// Grid carbon intensity and carbon-aware placement (written by `greenpipe-carbon`).
 pub mod carbon {
     /// Gauge, `zone`, `source`, `kind` (`actual`|`forecast`), `horizon_hours` (forecasts only):
     /// grid carbon intensity in grams of CO2(eq) per kWh.

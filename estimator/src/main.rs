@@ -31,8 +31,6 @@ enum Command {
     Recalibrate(Box<greenpipe_estimator::recalibrate::RecalibrateArgs>),
     /// Leave-one-workload-out for every candidate and baseline, with nested selection.
     Crossval(offline::cli::CrossvalCli),
-    /// Grid carbon intensity: sources, forecasts, backtests, queries and node placement.
-    Carbon(greenpipe_carbon::cli::Args),
 }
 
 fn main() {
@@ -52,7 +50,6 @@ fn main() {
         Command::Validate(args) => args.run(),
         Command::Crossval(args) => args.run(),
         Command::Recalibrate(args) => greenpipe_estimator::recalibrate::run(*args),
-        Command::Carbon(args) => greenpipe_carbon::cli::run(args),
     };
     if let Err(err) = result {
         eprintln!("greenpipe-estimator: {err:#}");

@@ -280,7 +280,7 @@ mod tests {
         std::os::unix::fs::symlink("..2026_01", mount.join("..data")).unwrap();
         std::os::unix::fs::symlink("..data/models.json", mount.join("models.json")).unwrap();
         let file = mount.join("models.json");
-        let mut r = ModelRegistry::open(&[file.clone()]).unwrap();
+        let mut r = ModelRegistry::open(std::slice::from_ref(&file)).unwrap();
         assert!(r.poll(false).unwrap().candidate.is_none());
 
         // What the kubelet does: new timestamped dir, new `..data_tmp` link renamed over `..data`.
@@ -293,7 +293,7 @@ mod tests {
         assert_eq!(c.models[0].version(), 2);
 
         // The same through the directory.
-        let mut r = ModelRegistry::open(&[mount.clone()]).unwrap();
+        let mut r = ModelRegistry::open(std::slice::from_ref(&mount)).unwrap();
         assert_eq!(r.active().models[0].version(), 2);
         assert!(r.poll(false).unwrap().candidate.is_none());
     }

@@ -168,9 +168,9 @@ pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
         if r.args.once {
             return r.check().await.map(|_| ());
         }
-        let listener = tokio::net::TcpListener::bind(crate::serve::parse_listen_address(
-            &r.args.listen_address,
-        )?)
+        let listener = tokio::net::TcpListener::bind(
+            greenpipe_common::listen::parse_listen_address(&r.args.listen_address)?,
+        )
         .await
         .with_context(|| format!("listening on {}", r.args.listen_address))?;
         info!(address = %listener.local_addr()?, "serving self metrics");

@@ -8,7 +8,6 @@
 mod args;
 mod pipeline;
 
-pub(crate) use args::parse_listen_address;
 pub use args::ServeArgs;
 pub use pipeline::{align_down, Pipeline, PipelineConfig};
 
