@@ -1,10 +1,12 @@
 //! The models in force, and noticing when the operator (or `recalibrate`) changed them.
 //!
-//! `--models` names a file or a directory. A directory holds any number of model files
-//! (`*.json`, dot-files ignored, symlinks followed); their models are merged in file-name order,
-//! and where several files hold a model of the same name the highest version wins. That is how a
-//! recalibrated version (`recalibrate` writes `NAME.vN.json`) supersedes its parent without
-//! anybody editing the original file.
+//! `--models` names files and directories (the flag may be repeated). A directory holds any
+//! number of model files (`*.json`, dot-files ignored, symlinks followed); their models are
+//! merged in the order given, a directory's files in name order, and where several files hold a
+//! model of the same name the highest version wins. That is how a recalibrated version
+//! (`recalibrate` writes `NAME.vN.json`) supersedes its parent without anybody editing the
+//! original file, also when the original is a read-only ConfigMap and the versions go to a
+//! writable volume (`--models /etc/greenpipe/models/rpi4.json --models /var/lib/greenpipe/models`).
 //!
 //! Change detection is a `stat` of every file per poll (`serve` polls at every tick boundary),
 //! comparing device, inode, size and modification time. Inotify would be cheaper on an idle
@@ -64,28 +66,20 @@ pub struct Poll {
 /// The model set in force and the state of the files behind it.
 #[derive(Debug)]
 pub struct ModelRegistry {
-    path: Option<PathBuf>,
+    paths: Vec<PathBuf>,
     stamps: BTreeMap<PathBuf, Option<Stamp>>,
-    /// Last good contents per file (directory mode) or of the one file.
+    /// Last good contents per file.
     good: BTreeMap<PathBuf, ModelFile>,
     active: Arc<ModelFile>,
 }
 
 impl ModelRegistry {
-    /// Loads `--models` (or the bundled profile when `None`). A single file must load; in a
-    /// directory, files that do not load are logged and left out, and at least one model must
-    /// remain.
-    pub fn open(path: Option<&Path>) -> anyhow::Result<ModelRegistry> {
-        let Some(path) = path else {
-            return Ok(ModelRegistry {
-                path: None,
-                stamps: BTreeMap::new(),
-                good: BTreeMap::new(),
-                active: Arc::new(models::load(None)?),
-            });
-        };
+    /// Loads `--models` (files and directories, merged in the order given; the bundled profile
+    /// when none). A file named explicitly must load; in a directory, files that do not load
+    /// are logged and left out. At least one model must remain.
+    pub fn open(paths: &[PathBuf]) -> anyhow::Result<ModelRegistry> {
         let mut registry = ModelRegistry {
-            path: Some(path.to_path_buf()),
+            paths: paths.to_vec(),
             stamps: BTreeMap::new(),
             good: BTreeMap::new(),
             // Empty until loaded, so the first poll always yields the files' models.
@@ -94,12 +88,12 @@ impl ModelRegistry {
                 models: Vec::new(),
             }),
         };
-        if !path.is_dir() {
-            let file = models::load(Some(path))?;
-            registry.stamps.insert(path.to_path_buf(), stamp(path));
-            registry.good.insert(path.to_path_buf(), file.clone());
-            registry.active = Arc::new(file);
+        if paths.is_empty() {
+            registry.active = Arc::new(models::load(None)?);
             return Ok(registry);
+        }
+        for p in paths.iter().filter(|p| !p.is_dir()) {
+            models::load(Some(p))?;
         }
         let poll = registry.poll(true)?;
         for r in &poll.refused {
@@ -107,7 +101,7 @@ impl ModelRegistry {
         }
         let merged = poll
             .candidate
-            .with_context(|| format!("{} holds no loadable model file", path.display()))?;
+            .with_context(|| format!("{paths:?} hold no loadable model file"))?;
         registry.active = Arc::new(merged);
         Ok(registry)
     }
@@ -122,30 +116,33 @@ impl ModelRegistry {
         self.active = Arc::new(models);
     }
 
-    /// Files of the model set, in name order.
+    /// Files of the model set, in merge order.
     fn files(&self) -> anyhow::Result<Vec<PathBuf>> {
-        let Some(path) = &self.path else {
-            return Ok(Vec::new());
-        };
-        if !path.is_dir() {
-            return Ok(vec![path.clone()]);
-        }
         let mut out = Vec::new();
-        for entry in
-            std::fs::read_dir(path).with_context(|| format!("listing {}", path.display()))?
-        {
-            let entry = entry?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            // `..data` and `..2026_12_01_...` of a ConfigMap mount, editors' swap files.
-            if name.starts_with('.') || !name.ends_with(".json") {
+        for path in &self.paths {
+            if !path.is_dir() {
+                out.push(path.clone());
                 continue;
             }
-            if entry.path().is_file() {
-                out.push(entry.path());
+            let mut in_dir = Vec::new();
+            for entry in
+                std::fs::read_dir(path).with_context(|| format!("listing {}", path.display()))?
+            {
+                let entry = entry?;
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                // `..data` and `..2026_12_01_...` of a ConfigMap mount, editors' swap files,
+                // files being written by `recalibrate`.
+                if name.starts_with('.') || !name.ends_with(".json") {
+                    continue;
+                }
+                if entry.path().is_file() {
+                    in_dir.push(entry.path());
+                }
             }
+            in_dir.sort();
+            out.extend(in_dir);
         }
-        out.sort();
         Ok(out)
     }
 
@@ -153,7 +150,7 @@ impl ModelRegistry {
     /// Returns the merged model set when it differs from the one in force, and the files refused.
     pub fn poll(&mut self, force: bool) -> anyhow::Result<Poll> {
         let mut poll = Poll::default();
-        if self.path.is_none() {
+        if self.paths.is_empty() {
             return Ok(poll);
         }
         let files = self.files()?;
@@ -162,7 +159,6 @@ impl ModelRegistry {
         if !force && stamps == self.stamps {
             return Ok(poll);
         }
-        let single = files.len() == 1 && self.path.as_deref() == Some(files[0].as_path());
         for (file, st) in &stamps {
             if !force && self.stamps.get(file) == Some(st) {
                 continue;
@@ -180,10 +176,11 @@ impl ModelRegistry {
         // A file removed from the directory takes its models with it.
         self.good.retain(|f, _| stamps.contains_key(f));
         self.stamps = stamps;
-        let merged = if single {
-            self.good.get(&files[0]).cloned()
-        } else {
-            merge(self.good.values())
+        // Merge order is --models order, not the map's path order.
+        let good: Vec<&ModelFile> = files.iter().filter_map(|f| self.good.get(f)).collect();
+        let merged = match good.as_slice() {
+            [one] => Some((*one).clone()),
+            many => merge(many.iter().copied()),
         };
         if let Some(m) = merged {
             if m != *self.active {
@@ -243,7 +240,7 @@ mod tests {
     fn a_directory_keeps_the_newest_version_and_the_last_good_file() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.json"), versioned(1).to_json()).unwrap();
-        let mut r = ModelRegistry::open(Some(dir.path())).unwrap();
+        let mut r = ModelRegistry::open(&[dir.path().to_path_buf()]).unwrap();
         assert_eq!(r.active().models[0].version(), 1);
         assert!(r.poll(false).unwrap().candidate.is_none());
 
@@ -283,7 +280,7 @@ mod tests {
         std::os::unix::fs::symlink("..2026_01", mount.join("..data")).unwrap();
         std::os::unix::fs::symlink("..data/models.json", mount.join("models.json")).unwrap();
         let file = mount.join("models.json");
-        let mut r = ModelRegistry::open(Some(&file)).unwrap();
+        let mut r = ModelRegistry::open(std::slice::from_ref(&file)).unwrap();
         assert!(r.poll(false).unwrap().candidate.is_none());
 
         // What the kubelet does: new timestamped dir, new `..data_tmp` link renamed over `..data`.
@@ -296,7 +293,7 @@ mod tests {
         assert_eq!(c.models[0].version(), 2);
 
         // The same through the directory.
-        let mut r = ModelRegistry::open(Some(&mount)).unwrap();
+        let mut r = ModelRegistry::open(std::slice::from_ref(&mount)).unwrap();
         assert_eq!(r.active().models[0].version(), 2);
         assert!(r.poll(false).unwrap().candidate.is_none());
     }

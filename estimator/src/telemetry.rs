@@ -1,7 +1,6 @@
 //! The estimator's own metrics, served on `/metrics` by [`crate::http`].
 
 use greenpipe_common::contract::{estimator as c, Family};
-use greenpipe_common::names::{estimator as n, label};
 use prometheus::{
     Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     Opts, Registry, TextEncoder,
@@ -97,29 +96,14 @@ impl Telemetry {
         registry
             .register(Box::new(models_loaded.clone()))
             .expect("unique metric");
-        let model_reload_success = IntGauge::new(
-            n::MODEL_RELOAD_SUCCESS,
-            "1 if the last model files read were loaded, 0 if refused (previous models stay).",
-        )
-        .expect("valid metric");
+        let model_reload_success =
+            IntGauge::new(c::MODEL_RELOAD_SUCCESS.name, c::MODEL_RELOAD_SUCCESS.help)
+                .expect("valid metric");
         registry
             .register(Box::new(model_reload_success.clone()))
             .expect("unique metric");
         Telemetry {
-            model_reloads: {
-                let c = IntCounterVec::new(
-                    Opts::new(
-                        n::MODEL_RELOADS_TOTAL,
-                        "Model sets read again after a file change or SIGHUP, by outcome.",
-                    ),
-                    &[label::OUTCOME],
-                )
-                .expect("valid metric");
-                registry
-                    .register(Box::new(c.clone()))
-                    .expect("unique metric");
-                c
-            },
+            model_reloads: counter_vec(&c::MODEL_RELOADS_TOTAL),
             model_reload_success,
             ticks: counter(&c::TICKS_TOTAL),
             ticks_backfilled: counter(&c::TICKS_BACKFILLED_TOTAL),
@@ -171,6 +155,7 @@ mod contract_tests {
         t.remote_write_requests.with_label_values(&["200"]).inc();
         t.nodes_skipped.with_label_values(&["no_model"]).inc();
         t.models_loaded.with_label_values(&["m"]).set(1.0);
+        t.model_reloads.with_label_values(&["applied"]).inc();
         let text = t.encode();
         let mut seen = 0;
         for line in text.lines() {
@@ -188,6 +173,6 @@ mod contract_tests {
             }
         }
         // Every family of the estimator's own /metrics (contract::estimator) was seen.
-        assert_eq!(seen, 14, "{text}");
+        assert_eq!(seen, 16, "{text}");
     }
 }

@@ -10,8 +10,8 @@
 //!     + N(0, noise_watts²)          (seeded)
 //! ```
 //!
-//! CPU busy time counts the `/proc/stat` modes the estimator counts (all but idle, iowait, steal
-//! and guest); disk bytes are the sectors read and written by whole disks in `/proc/diskstats`.
+//! CPU busy time counts the `/proc/stat` modes the estimator counts (`cpu_mode::is_busy`); disk
+//! bytes are the sectors read and written by whole disks in `/proc/diskstats`.
 //! Rates are taken over a trailing `smoothing` window (like the 5 s `rate()` the estimator
 //! reads), so the meter and the model see the same load. The data group's energy counter
 //! integrates the reported power, as a real meter's does.
@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use greenpipe_common::contract::cpu_mode;
 use greenpipe_exporter::meter::um_emulator::Emulator;
 use greenpipe_exporter::meter::usb_um::{DataGroup, Frame, Model};
 
@@ -97,8 +98,14 @@ fn read_load() -> Option<Load> {
         .skip(1)
         .filter_map(|v| v.parse().ok())
         .collect();
-    // user nice system idle iowait irq softirq steal guest guest_nice (USER_HZ ticks).
-    let busy = cpu.get(..7)?.iter().sum::<f64>() - cpu[3] - cpu[4];
+    // The first fields are cpu_mode::ALL in kernel order (USER_HZ ticks); busy is the
+    // contract's one definition, the one the estimator's readout uses.
+    let busy: f64 = cpu_mode::ALL
+        .iter()
+        .zip(&cpu)
+        .filter(|(mode, _)| cpu_mode::is_busy(mode))
+        .map(|(_, ticks)| ticks)
+        .sum();
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     let disks = std::fs::read_to_string("/proc/diskstats").ok()?;

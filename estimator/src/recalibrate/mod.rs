@@ -37,10 +37,10 @@ pub struct RecalibrateArgs {
     /// Prometheus holding the estimator's output and the meters' readings (server root).
     #[arg(long = "prometheus-url", env = "GREENPIPE_PROMETHEUS_URL")]
     pub prometheus_url: String,
-    /// The model file or directory `serve` reads (`--models` of serve).
-    #[arg(long)]
-    pub models: PathBuf,
-    /// Where accepted versions are written [default: --models]. A directory receives
+    /// The model files and directories `serve` reads (its `--models`; may be repeated).
+    #[arg(long, required = true)]
+    pub models: Vec<PathBuf>,
+    /// Where accepted versions are written [default: the last --models]. A directory receives
     /// `NAME.vN.json` beside the older versions; a file is replaced (atomically) with the model
     /// updated in place.
     #[arg(long)]
@@ -72,8 +72,11 @@ pub struct RecalibrateArgs {
     /// Share of the refit window, at its end, held out to judge the refit.
     #[arg(long = "held-out", default_value_t = 0.3)]
     pub held_out: f64,
-    /// How much worse (MAPE percentage points) on the validation traces a refit may be.
-    #[arg(long = "validation-margin", default_value_t = 5.0)]
+    /// How much worse (MAPE percentage points) on the validation traces a refit may be. A real
+    /// drift makes the corrected model worse on traces of the machine as it was (+15 % dynamic
+    /// power: about +8 points on a board whose dynamic power is 2/3 of its peak); the margin
+    /// refuses refits that are broken, not ones that follow the machine.
+    #[arg(long = "validation-margin", default_value_t = 10.0)]
     pub validation_margin: f64,
     /// The estimator's tick interval (the step of the extracted window).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
@@ -143,7 +146,7 @@ pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
         &AuthFlags::default(),
         args.http_timeout,
     )?);
-    let registry = ModelRegistry::open(Some(&args.models))?;
+    let registry = ModelRegistry::open(&args.models)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -340,7 +343,10 @@ impl Recalibrator {
 
     /// Writes a new version where `serve` reads models; returns the file written.
     fn write(&mut self, model: &NodeModel) -> anyhow::Result<PathBuf> {
-        let out = self.args.output.clone().unwrap_or(self.args.models.clone());
+        let out = match &self.args.output {
+            Some(o) => o.clone(),
+            None => self.args.models.last().cloned().context("no --models")?,
+        };
         let (path, file) = if out.is_dir() {
             let name = crate::offline::report::slug(&model.name);
             let path = out.join(format!("{name}.v{}.json", model.version()));
@@ -424,17 +430,34 @@ pub fn judge(
     report.fit_samples = fit_rows.len() as u64;
     report.held_out_samples = held_rows.len() as u64;
     let (measured, predicted) = correction::pairs(model, fit_rows);
-    let Some(c) = correction::fit(&predicted, &measured) else {
+    let fitted = correction::candidates(&predicted, &measured, model.idle_power_watts);
+    let Some(best_bic) = fitted.first().map(|c| c.2) else {
         return Outcome::Failed("the correction could not be fitted".into());
     };
-    report.correction = Some(c);
-    let Some(candidate) = correction::apply(model, c) else {
+    let score = |m: &NodeModel, r: &[TraceRow]| correction::mape_percent(m, r).map(|s| s.0);
+    // Among the shapes the window cannot tell apart, the one closest to the original traces.
+    let identifiable = correction::identifiable(&predicted);
+    let mut tied: Vec<(correction::Shape, correction::Affine, NodeModel, f64)> = fitted
+        .iter()
+        .filter(|c| !identifiable || c.2 - best_bic < correction::BIC_TIE)
+        .filter_map(|&(shape, c, _)| {
+            let m = correction::apply(model, c)?;
+            let v = score(&m, validation)?;
+            Some((shape, c, m, v))
+        })
+        .collect();
+    tied.sort_by(|a, b| a.3.total_cmp(&b.3));
+    let Some((shape, c, candidate, _)) = tied.into_iter().next() else {
+        let (_, c, _) = fitted[0];
+        report.correction = Some(c);
         return Outcome::Rejected(format!(
-            "the fitted correction (gain {:.4}) would make power fall as load rises",
+            "the fitted correction (gain {:.4}) would make power fall as load rises, or the \
+             validation traces hold no row the model can predict",
             c.gain
         ));
     };
-    let score = |m: &NodeModel, r: &[TraceRow]| correction::mape_percent(m, r).map(|s| s.0);
+    report.correction = Some(c);
+    report.shape = Some(shape.as_str());
     let (Some(held_before), Some(held_after)) =
         (score(model, held_rows), score(&candidate, held_rows))
     else {
@@ -482,7 +505,7 @@ impl RefitReport {
             version,
             parent_version: version - 1,
             accepted_at,
-            method: "affine_correction".into(),
+            method: format!("correction:{}", self.shape.unwrap_or("affine")),
             node: self.node.clone(),
             window_from: self.window_from,
             window_to: self.window_to,

@@ -10,8 +10,9 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
+use greenpipe_common::contract::recalibrate as c;
 use greenpipe_common::model::NodeModel;
-use greenpipe_common::names::{label, recalibrate as n};
+use greenpipe_common::names::label;
 use prometheus::{GaugeVec, Histogram, HistogramOpts, IntCounterVec, Opts, Registry};
 use serde::Serialize;
 
@@ -68,6 +69,9 @@ pub struct RefitReport {
     /// Correction gain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gain: Option<f64>,
+    /// Correction shape chosen (`dynamic_gain`, `offset`, `affine`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape: Option<&'static str>,
     /// CPU time of fitting and scoring, seconds.
     pub cpu_seconds: f64,
     /// The fitted correction.
@@ -95,6 +99,7 @@ impl RefitReport {
             written: None,
             offset_watts: None,
             gain: None,
+            shape: None,
             cpu_seconds: 0.0,
             correction: None,
         }
@@ -157,29 +162,23 @@ impl Telemetry {
     pub fn new() -> Telemetry {
         let registry = Registry::new();
         let live_error = GaugeVec::new(
-            Opts::new(
-                n::LIVE_ERROR_RATIO,
-                "Live MAPE (ratio) over --error-window, by node and model, at the last check.",
-            ),
+            Opts::new(c::LIVE_ERROR_RATIO.name, c::LIVE_ERROR_RATIO.help),
             &[label::NODE, label::MODEL],
         )
         .expect("valid metric");
         let refits = IntCounterVec::new(
-            Opts::new(n::REFITS_TOTAL, "Refits attempted, by model and outcome."),
-            &[label::MODEL, label::OUTCOME],
+            Opts::new(c::REFITS_TOTAL.name, c::REFITS_TOTAL.help),
+            c::REFITS_TOTAL.labels,
         )
         .expect("valid metric");
         let refit_cpu = Histogram::with_opts(
-            HistogramOpts::new(
-                n::REFIT_CPU_SECONDS,
-                "CPU time of one refit (fit and scoring).",
-            )
-            .buckets(vec![0.001, 0.01, 0.1, 1.0, 10.0, 100.0]),
+            HistogramOpts::new(c::REFIT_CPU_SECONDS.name, c::REFIT_CPU_SECONDS.help)
+                .buckets(vec![0.001, 0.01, 0.1, 1.0, 10.0, 100.0]),
         )
         .expect("valid metric");
         let checks = IntCounterVec::new(
-            Opts::new(n::CHECKS_TOTAL, "Live-error checks, by outcome."),
-            &[label::OUTCOME],
+            Opts::new(c::CHECKS_TOTAL.name, c::CHECKS_TOTAL.help),
+            c::CHECKS_TOTAL.labels,
         )
         .expect("valid metric");
         for c in [

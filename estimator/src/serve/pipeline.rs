@@ -125,7 +125,7 @@ impl Pipeline {
             shard = %config.shard,
             "estimator ready"
         );
-        let registry = std::mem::replace(&mut config.models, ModelRegistry::open(None)?);
+        let registry = std::mem::replace(&mut config.models, ModelRegistry::open(&[])?);
         Ok(Pipeline {
             registry: Mutex::new(registry),
             active: Mutex::new(Arc::new(active)),
