@@ -14,6 +14,7 @@ use std::time::Duration;
 use greenpipe_common::features::Feature;
 use greenpipe_common::model::ModelFile;
 use greenpipe_estimator::attribution::IdleSplit;
+use greenpipe_estimator::energy::Ledger;
 use greenpipe_estimator::estimate::{estimate_tick, tick_series};
 use greenpipe_estimator::promql::decode_matrix;
 use greenpipe_estimator::readout::{assemble, PROCESSES};
@@ -117,7 +118,9 @@ fn main() {
         container_body.len() as f64 / 1e6
     );
 
-    let mut stages: Vec<[Duration; 6]> = Vec::new();
+    let mut stages: Vec<[Duration; 7]> = Vec::new();
+    // The energy counters as in a running estimator: one tick already recorded.
+    let mut ledger = Ledger::new(3_600_000);
     let mut samples = 0;
     let mut raw_bytes = 0;
     let mut wire_bytes = 0;
@@ -131,7 +134,9 @@ fn main() {
         let estimates = estimate_tick(&models, &ticks[0], IdleSplit::Processes);
         assert_eq!(estimates.nodes.len(), nodes, "every node estimated");
         let t3 = thread_cpu();
-        let series = tick_series(&estimates);
+        let energy = ledger.record(&estimates, 1000);
+        let t3e = thread_cpu();
+        let series = tick_series(&estimates, &energy);
         let t4 = thread_cpu();
         samples = sample_count(&series);
         let protobuf: Vec<Vec<u8>> = batches(series, BatchLimits::default())
@@ -145,7 +150,15 @@ fn main() {
             .map(|p| snap::raw::Encoder::new().compress_vec(p).unwrap().len())
             .sum::<usize>();
         let t6 = thread_cpu();
-        stages.push([t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5]);
+        stages.push([
+            t1 - t0,
+            t2 - t1,
+            t3 - t2,
+            t3e - t3,
+            t4 - t3e,
+            t5 - t4,
+            t6 - t5,
+        ]);
     }
     let median = |i: usize| {
         let mut v: Vec<Duration> = stages.iter().map(|s| s[i]).collect();
@@ -156,6 +169,7 @@ fn main() {
         "decode JSON",
         "assemble",
         "predict+attribute",
+        "energy counters",
         "series layout",
         "batch+protobuf",
         "snappy",
@@ -175,6 +189,10 @@ fn main() {
         estimates as f64 / total.as_secs_f64() / 1e3
     );
     println!(
+        "  per container-tick {:>8.2} us (target <= 1 us)",
+        total.as_secs_f64() * 1e6 / estimates as f64
+    );
+    println!(
         "remote write: {samples} samples per tick, {:.1} MB protobuf, {:.1} MB on the wire (snappy)",
         raw_bytes as f64 / 1e6,
         wire_bytes as f64 / 1e6
@@ -187,9 +205,10 @@ fn main() {
         assemble(T_MS, 1000, 1, &node, &container, &[], Shard::ALL)
     };
     let estimates = estimate_tick(&models, &ticks[0], IdleSplit::Processes);
+    let energy = ledger.record(&estimates, 1000);
     let mut best = Duration::MAX;
     for _ in 0..rounds {
-        let series = tick_series(&estimates);
+        let series = tick_series(&estimates, &energy);
         let t0 = thread_cpu();
         for b in batches(series, BatchLimits::default()) {
             std::hint::black_box(encode(b));

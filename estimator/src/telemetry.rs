@@ -22,6 +22,8 @@ pub struct Telemetry {
     pub last_tick: Gauge,
     /// PromQL requests by query and outcome.
     pub queries: IntCounterVec,
+    /// Warnings in successful PromQL answers, by query.
+    pub query_warnings: IntCounterVec,
     /// PromQL request durations by query.
     pub query_duration: HistogramVec,
     /// Samples accepted by the receiver.
@@ -116,8 +118,13 @@ impl Telemetry {
             ),
             queries: counter_vec(
                 n::QUERIES_TOTAL,
-                "PromQL requests by query and outcome.",
+                "PromQL requests by query and outcome (ok, http_<status>, timeout, network_error, partial, error).",
                 &[label::QUERY, label::OUTCOME],
+            ),
+            query_warnings: counter_vec(
+                n::QUERY_WARNINGS_TOTAL,
+                "Warnings attached to successful PromQL answers, by query.",
+                &[label::QUERY],
             ),
             query_duration,
             samples_written: counter(

@@ -10,16 +10,18 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use greenpipe_common::features::Feature;
 use greenpipe_common::model::ModelFile;
 use greenpipe_common::names::{estimate, label};
 use tracing::{info, warn};
 
 use crate::attribution::IdleSplit;
 use crate::endpoint::Endpoint;
+use crate::energy::Ledger;
 use crate::estimate::{estimate_tick, tick_series};
 use crate::models;
-use crate::promql::{decode_matrix, Answer, Prometheus};
-use crate::readout::{assemble, QuerySet, Tick};
+use crate::promql::{decode_answer, decode_matrix, Answer, Engine, Prometheus, QueryFailure};
+use crate::readout::{assemble, node_list_query, node_matcher, QuerySet, Tick};
 use crate::remote_write::{BatchLimits, RetryPolicy, Sample, Sender, TimeSeries};
 use crate::shard::Shard;
 use crate::telemetry::Telemetry;
@@ -43,6 +45,13 @@ pub struct PipelineConfig {
     pub delay: Duration,
     /// This replica's nodes.
     pub shard: Shard,
+    /// Label that the source's `hashmod` relabel rule sets to the shard index; `None`: select
+    /// this shard's nodes by name, from a node-list query.
+    pub shard_label: Option<String>,
+    /// What serves `prometheus`.
+    pub engine: Engine,
+    /// Per-request timeout, also passed to the engine.
+    pub http_timeout: Duration,
     /// Idle split.
     pub idle_split: IdleSplit,
     /// Oldest tick to backfill.
@@ -58,11 +67,25 @@ pub struct PipelineConfig {
 /// The running loop.
 pub struct Pipeline {
     config: PipelineConfig,
+    features: (Vec<Feature>, Vec<Feature>),
+    label_keys: Vec<String>,
+    /// The queries without a node matcher (or with the shard label's).
     queries: QuerySet,
     source: Prometheus,
     progress: Prometheus,
     sender: Sender,
+    energy: Ledger,
+    /// Ticks read by one range query; halved when the engine refuses the amount of work.
+    chunk_ticks: usize,
     telemetry: Arc<Telemetry>,
+}
+
+/// Which series of the source one read selects.
+enum Scope {
+    /// The precomputed queries: the whole fleet, or this shard through its label.
+    Fixed,
+    /// These nodes only (may be none).
+    Nodes(Vec<String>),
 }
 
 /// `t` rounded down to a multiple of `step` (ms).
@@ -81,11 +104,19 @@ impl Pipeline {
     /// Prepares the queries and clients.
     pub fn new(config: PipelineConfig, telemetry: Arc<Telemetry>) -> anyhow::Result<Pipeline> {
         let (node_features, container_features) = models::features_to_read(&config.models);
+        let label_keys = models::selector_label_keys(&config.models);
+        let shard_matcher = match &config.shard_label {
+            Some(name) if config.shard.is_partial() => {
+                format!("{name}=\"{}\"", config.shard.index)
+            }
+            _ => String::new(),
+        };
         let queries = QuerySet::new(
             &node_features,
             &container_features,
             config.rate_window,
-            &models::selector_label_keys(&config.models),
+            &label_keys,
+            &shard_matcher,
         );
         for m in &config.models.models {
             telemetry
@@ -101,15 +132,21 @@ impl Pipeline {
             "estimator ready"
         );
         Ok(Pipeline {
-            source: Prometheus::new(config.prometheus.clone()),
-            progress: Prometheus::new(config.progress.clone()),
+            source: Prometheus::of_engine(config.prometheus.clone(), config.engine)
+                .with_server_timeout(config.http_timeout),
+            progress: Prometheus::new(config.progress.clone())
+                .with_server_timeout(config.http_timeout),
             sender: Sender::new(
                 config.remote_write.clone(),
                 config.batch,
                 config.retry,
                 telemetry.clone(),
             ),
+            features: (node_features, container_features),
+            label_keys,
             queries,
+            energy: Ledger::new(config.backfill_max_age.as_millis() as i64),
+            chunk_ticks: config.backfill_max_ticks,
             config,
             telemetry,
         })
@@ -129,16 +166,20 @@ impl Pipeline {
 
     /// Runs until the future is dropped. Nothing here is fatal: failed queries are retried with
     /// backoff, failed writes inside the sender (bad configuration was refused at start).
-    pub async fn run(self) -> anyhow::Result<()> {
+    pub async fn run(mut self) -> anyhow::Result<()> {
         let step = self.step_ms();
         let mut next: Option<i64> = None;
         let mut failures = 0u32;
         loop {
             let next_tick = match next {
                 Some(t) => t,
-                None => match self.resume_point().await {
+                None => match self.resume().await {
                     Ok(Some(last)) => {
-                        info!(last_tick_ms = last, "resuming after the last tick written");
+                        info!(
+                            last_tick_ms = last,
+                            energy_series = self.energy.len(),
+                            "resuming after the last tick written"
+                        );
                         last + step
                     }
                     Ok(None) => {
@@ -176,15 +217,27 @@ impl Pipeline {
                 next = Some(first);
                 continue;
             }
-            let last = ready.min(first + (self.config.backfill_max_ticks as i64 - 1) * step);
+            let last = ready.min(first + (self.chunk_ticks as i64 - 1) * step);
             match self.process(first, last, ready).await {
                 Ok(()) => {
                     failures = 0;
                     next = Some(last + step);
+                    self.chunk_ticks = (self.chunk_ticks * 2).min(self.config.backfill_max_ticks);
                 }
                 Err(e) => {
-                    failures += 1;
                     next = Some(first);
+                    let too_big = QueryFailure::of(&e).is_some_and(QueryFailure::is_too_big);
+                    if too_big && last > first {
+                        // Fewer ticks per query, at once: the same range would fail again.
+                        self.chunk_ticks = (((last - first) / step + 1) as usize / 2).max(1);
+                        warn!(
+                            error = %format!("{e:#}"),
+                            ticks_per_query = self.chunk_ticks,
+                            "the engine refused the query's size; asking for fewer ticks"
+                        );
+                        continue;
+                    }
+                    failures += 1;
                     self.backoff("reading the fleet's usage", &e, failures)
                         .await;
                 }
@@ -199,11 +252,12 @@ impl Pipeline {
     }
 
     /// Reads ticks `first..=last`, then estimates and writes them one by one, in order.
-    async fn process(&self, first: i64, last: i64, ready: i64) -> anyhow::Result<()> {
+    async fn process(&mut self, first: i64, last: i64, ready: i64) -> anyhow::Result<()> {
         let step = self.step_ms();
         let ticks = self.read(first, last).await?;
         for tick in &ticks {
             let estimates = estimate_tick(&self.config.models, tick, self.config.idle_split);
+            let energy = self.energy.record(&estimates, step);
             for (node, reason) in &estimates.skipped {
                 tracing::debug!(node, reason = reason.as_str(), "node skipped");
                 self.telemetry
@@ -211,7 +265,7 @@ impl Pipeline {
                     .with_label_values(&[reason.as_str()])
                     .inc();
             }
-            let mut series = tick_series(&estimates);
+            let mut series = tick_series(&estimates, &energy);
             series.push(self.marker(tick.timestamp_ms));
             self.sender.send(series).await;
             self.telemetry.ticks.inc();
@@ -240,10 +294,58 @@ impl Pipeline {
         ts
     }
 
+    /// Which series this shard reads for ticks `first..=last`.
+    async fn scope(&self, first: i64, last: i64) -> anyhow::Result<Scope> {
+        if !self.config.shard.is_partial() || self.config.shard_label.is_some() {
+            return Ok(Scope::Fixed);
+        }
+        // One series per node: cheap next to the feature queries, and each of those then
+        // touches only this shard's series.
+        let span = Duration::from_millis((last - first) as u64) + self.config.rate_window;
+        let body = self.account(
+            "node_list",
+            self.source.query(&node_list_query(span), last).await,
+        )?;
+        let mut nodes: Vec<String> = decode_matrix(&body)?
+            .iter()
+            .map(|s| s.label(label::NODE))
+            .filter(|n| !n.is_empty() && self.config.shard.owns(n))
+            .map(str::to_string)
+            .collect();
+        nodes.sort_unstable();
+        Ok(Scope::Nodes(nodes))
+    }
+
     /// Runs the tick queries over `first..=last` and assembles them.
     pub async fn read(&self, first: i64, last: i64) -> anyhow::Result<Vec<Tick>> {
         let step = self.config.interval;
-        let q = &self.queries;
+        let count = ((last - first) / step.as_millis() as i64 + 1) as usize;
+        let scoped;
+        let q = match self.scope(first, last).await? {
+            Scope::Fixed => &self.queries,
+            Scope::Nodes(nodes) if nodes.is_empty() => {
+                return Ok(assemble(
+                    first,
+                    step.as_millis() as i64,
+                    count,
+                    &[],
+                    &[],
+                    &[],
+                    self.config.shard,
+                ))
+            }
+            Scope::Nodes(nodes) => {
+                let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+                scoped = QuerySet::new(
+                    &self.features.0,
+                    &self.features.1,
+                    self.config.rate_window,
+                    &self.label_keys,
+                    &node_matcher(&names),
+                );
+                &scoped
+            }
+        };
         let labels = async {
             match &q.node_labels {
                 Some(query) => self
@@ -258,13 +360,12 @@ impl Pipeline {
             self.query_source("container_features", &q.container, first, last),
             labels,
         )?;
-        let node = decode_matrix(&node)?;
-        let container = decode_matrix(&container)?;
+        let node = self.decode("node_features", &node)?;
+        let container = self.decode("container_features", &container)?;
         let labels = match &labels {
-            Some(body) => decode_matrix(body)?,
+            Some(body) => self.decode("node_labels", body)?,
             None => Vec::new(),
         };
-        let count = ((last - first) / step.as_millis() as i64 + 1) as usize;
         Ok(assemble(
             first,
             step.as_millis() as i64,
@@ -274,6 +375,31 @@ impl Pipeline {
             &labels,
             self.config.shard,
         ))
+    }
+
+    /// Decodes an answer, counting (and logging) the warnings the engine attached.
+    fn decode<'b>(
+        &self,
+        name: &str,
+        body: &'b [u8],
+    ) -> anyhow::Result<Vec<crate::promql::RangeSeries<'b>>> {
+        let decoded = decode_answer(body).map_err(|e| {
+            if let Some(f) = QueryFailure::of(&e) {
+                self.telemetry
+                    .queries
+                    .with_label_values(&[name, &f.outcome()])
+                    .inc();
+            }
+            e.context(format!("query {name}"))
+        })?;
+        if !decoded.warnings.is_empty() {
+            warn!(query = name, warnings = ?decoded.warnings, "the engine attached warnings");
+            self.telemetry
+                .query_warnings
+                .with_label_values(&[name])
+                .inc_by(decoded.warnings.len() as u64);
+        }
+        Ok(decoded.series)
     }
 
     async fn query_source(
@@ -301,10 +427,15 @@ impl Pipeline {
     }
 
     fn account(&self, name: &str, result: anyhow::Result<Answer>) -> anyhow::Result<Vec<u8>> {
-        let outcome = if result.is_ok() { "ok" } else { "error" };
+        let outcome = match &result {
+            Ok(_) => "ok".to_string(),
+            Err(e) => {
+                QueryFailure::of(e).map_or_else(|| "error".to_string(), QueryFailure::outcome)
+            }
+        };
         self.telemetry
             .queries
-            .with_label_values(&[name, outcome])
+            .with_label_values(&[name, &outcome])
             .inc();
         let answer = result.map_err(|e| e.context(format!("query {name}")))?;
         self.telemetry
@@ -312,6 +443,35 @@ impl Pipeline {
             .with_label_values(&[name])
             .observe(answer.elapsed.as_secs_f64());
         Ok(answer.body)
+    }
+
+    /// Finds the last tick this shard wrote and restores the energy counters as they were
+    /// written at that tick.
+    async fn resume(&mut self) -> anyhow::Result<Option<i64>> {
+        let Some(last) = self.resume_point().await? else {
+            return Ok(None);
+        };
+        let window_s = self.config.backfill_max_age.as_secs().max(1);
+        let at = |metric: &str| format!("last_over_time({metric}[{window_s}s])");
+        let (node_query, container_query) = (
+            at(estimate::NODE_ENERGY_JOULES_TOTAL),
+            at(estimate::CONTAINER_ENERGY_JOULES_TOTAL),
+        );
+        let (node, container) = tokio::try_join!(
+            self.progress.query(&node_query, last),
+            self.progress.query(&container_query, last),
+        )?;
+        let node = self.account("energy_resume", Ok(node))?;
+        let container = self.account("energy_resume", Ok(container))?;
+        let mut energy = Ledger::new(self.config.backfill_max_age.as_millis() as i64);
+        energy.restore(
+            &decode_matrix(&node)?,
+            &decode_matrix(&container)?,
+            last,
+            self.config.shard,
+        );
+        self.energy = energy;
+        Ok(Some(last))
     }
 
     /// The last tick this shard wrote, from its marker series within the backfill horizon.
