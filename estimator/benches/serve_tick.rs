@@ -6,7 +6,9 @@
 //! in memory in the exact JSON shape Prometheus returns. Also the remote-write encoding
 //! throughput in samples per second. Prints figures; asserts nothing about time.
 //!
-//! `GREENPIPE_BENCH_NODES` and `GREENPIPE_BENCH_CONTAINERS` change the fleet size.
+//! `GREENPIPE_BENCH_NODES` and `GREENPIPE_BENCH_CONTAINERS` change the fleet size,
+//! `GREENPIPE_BENCH_TICKS` the ticks per range query (`serve --read.ticks-per-query`); figures are
+//! per tick either way.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -41,18 +43,21 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// A one-point matrix answer, as Prometheus writes it.
-fn answer(series: impl Iterator<Item = (String, f64)>) -> String {
+/// A matrix answer with `ticks` points per series (1 s apart), as Prometheus writes it.
+fn answer(ticks: usize, series: impl Iterator<Item = (String, f64)>) -> String {
     let mut body = String::from(r#"{"status":"success","data":{"resultType":"matrix","result":["#);
     for (i, (labels, value)) in series.enumerate() {
         if i > 0 {
             body.push(',');
         }
-        let _ = write!(
-            body,
-            r#"{{"metric":{{{labels}}},"values":[[{}.000,"{value}"]]}}"#,
-            T_MS / 1000
-        );
+        let _ = write!(body, r#"{{"metric":{{{labels}}},"values":["#);
+        for t in 0..ticks {
+            if t > 0 {
+                body.push(',');
+            }
+            let _ = write!(body, r#"[{}.000,"{value}"]"#, T_MS / 1000 + t as i64);
+        }
+        body.push_str("]}");
     }
     body.push_str("]}}");
     body
@@ -70,6 +75,8 @@ fn main() {
     let nodes = env_usize("GREENPIPE_BENCH_NODES", 1000);
     let containers = env_usize("GREENPIPE_BENCH_CONTAINERS", 100);
     let rounds = env_usize("GREENPIPE_BENCH_ROUNDS", 5);
+    // Ticks per range query (serve's --read.ticks-per-query).
+    let ticks_per_query = env_usize("GREENPIPE_BENCH_TICKS", 1);
     let models = ModelFile::from_json(include_str!("../models/default.json")).expect("bundled");
     let features = [Feature::CpuSecondsPerSecond];
     println!(
@@ -78,15 +85,18 @@ fn main() {
         features.iter().map(|f| f.column()).collect::<Vec<_>>()
     );
 
-    let node_body = answer((0..nodes).flat_map(|n| {
-        features.iter().map(move |f| {
-            (
-                format!(r#""node":"node-{n:04}","feature":"{}""#, f.column()),
-                1.0 + (n % 3) as f64,
-            )
-        })
-    }));
-    let container_body = answer((0..nodes).flat_map(|n| {
+    let node_body = answer(
+        ticks_per_query,
+        (0..nodes).flat_map(|n| {
+            features.iter().map(move |f| {
+                (
+                    format!(r#""node":"node-{n:04}","feature":"{}""#, f.column()),
+                    1.0 + (n % 3) as f64,
+                )
+            })
+        }),
+    );
+    let container_body = answer(ticks_per_query, (0..nodes).flat_map(|n| {
         (0..=containers).flat_map(move |c| {
             let id = if c == containers {
                 "system".to_string()
@@ -175,7 +185,9 @@ fn main() {
         "snappy",
     ];
     let mut total = Duration::ZERO;
-    println!("CPU time per tick (median of {rounds}, one thread):");
+    println!(
+        "CPU time per tick (median of {rounds}, one thread, {ticks_per_query} tick(s) per query):"
+    );
     for (i, name) in names.iter().enumerate() {
         let d = median(i);
         total += d;
@@ -202,7 +214,15 @@ fn main() {
     let ticks = {
         let node = decode_matrix(node_body.as_bytes()).unwrap();
         let container = decode_matrix(container_body.as_bytes()).unwrap();
-        assemble(T_MS, 1000, 1, &node, &container, &[], Shard::ALL)
+        assemble(
+            T_MS,
+            1000,
+            ticks_per_query,
+            &node,
+            &container,
+            &[],
+            Shard::ALL,
+        )
     };
     let estimates = estimate_tick(&models, &ticks[0], IdleSplit::Processes);
     let energy = ledger.record(&estimates, 1000);

@@ -229,10 +229,12 @@ fn start_estimator(
         format!("--web.listen-address=127.0.0.1:{port}"),
         "--log.level=warn".into(),
     ];
-    // Defaults of these tests, unless the caller sets the flag.
+    // Defaults of these tests, unless the caller sets the flag (a caller's --interval keeps
+    // the estimator's own --rate-window default, which follows it).
+    let given = |flag: &str| extra.iter().any(|e| e.starts_with(flag));
     for default in ["--interval=1s", "--delay=1s", "--rate-window=5s"] {
         let flag = default.split('=').next().unwrap();
-        if !extra.iter().any(|e| e.starts_with(flag)) {
+        if !given(flag) && !(flag == "--rate-window" && given("--interval")) {
             args.push(default.into());
         }
     }
@@ -370,8 +372,8 @@ fn query_at(base: &str, promql: &str, time_ms: i64) -> Option<f64> {
 
 /// The energy counters of `node` (node and every container component): written at the same
 /// ticks as their power series, each tick adding exactly power x tick length (so they never go
-/// back, across restarts and outages included), and `increase()` over a minute equal to the
-/// integral of power over that minute, to within one tick's energy. Returns the node's counter
+/// back, across restarts and outages included), and `increase()` over a window equal to the
+/// integral of power over that window, to within one tick's energy. Returns the node's counter
 /// samples.
 fn check_energy(base: &str, node: &str, window: &str, step_ms: i64) -> Vec<(i64, f64)> {
     let step_s = step_ms as f64 / 1000.0;
@@ -416,9 +418,10 @@ fn check_energy(base: &str, node: &str, window: &str, step_ms: i64) -> Vec<(i64,
             assert!(common + 2 >= watts.len().min(joules.len()), "same ticks");
             if power == estimate::NODE_POWER_WATTS {
                 node_energy = e.samples.clone();
-                // increase() over a minute, evaluated at ticks, against Σ power x step.
-                let span = 60_000;
+                // increase() over a third of the ticks (at least 4, at most 30), evaluated at
+                // ticks, against Σ power x step.
                 let ticks: Vec<i64> = p.samples.iter().map(|s| s.0).collect();
+                let span = step_ms * (ticks.len() as i64 / 3).clamp(4, 30);
                 let max_watts = watts.values().cloned().fold(0.0, f64::max);
                 let mut checked = 0;
                 for &t in ticks.iter().filter(|t| **t - span >= ticks[0]).step_by(7) {
@@ -436,7 +439,7 @@ fn check_energy(base: &str, node: &str, window: &str, step_ms: i64) -> Vec<(i64,
                     );
                     checked += 1;
                 }
-                assert!(checked > 0, "no minute-long window to check increase() on");
+                assert!(checked > 0, "no window of {span} ms to check increase() on");
             }
         }
     }
@@ -1055,7 +1058,8 @@ fn fifteen_second_ticks_conserve_power_backfill_and_count_energy() {
         assert!(times.len() >= 5, "{node}: {times:?}");
         check_energy(&prom.url, node, "10m", 15_000);
     }
-    assert!(est.metric(self_metric::TICKS_BACKFILLED_TOTAL, "") >= 2.0);
+    // The tick that is ready at the restart is live; the ones before it were backfilled.
+    assert!(est.metric(self_metric::TICKS_BACKFILLED_TOTAL, "") >= 1.0);
     assert_eq!(est.metric(self_metric::SAMPLES_DROPPED_TOTAL, ""), 0.0);
 }
 

@@ -58,6 +58,8 @@ pub struct PipelineConfig {
     pub backfill_max_age: Duration,
     /// Ticks per range query.
     pub backfill_max_ticks: usize,
+    /// Live ticks read together.
+    pub read_ticks: usize,
     /// Remote-write request limits.
     pub batch: BatchLimits,
     /// Remote-write retries.
@@ -211,8 +213,10 @@ impl Pipeline {
             } else {
                 next_tick
             };
-            if first > ready {
-                let wait_ms = first + self.config.delay.as_millis() as i64 - now_ms();
+            // Live, wait until --read.ticks-per-query ticks are ready (backfill has them all).
+            let batch_last = first + (self.config.read_ticks as i64 - 1) * step;
+            if batch_last > ready {
+                let wait_ms = batch_last + self.config.delay.as_millis() as i64 - now_ms();
                 tokio::time::sleep(Duration::from_millis(wait_ms.clamp(1, 60_000) as u64)).await;
                 next = Some(first);
                 continue;
