@@ -6,12 +6,13 @@
 //! in a DaemonSet must fail at start, not silently run with defaults.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
+use greenpipe_common::listen::parse_listen_address;
 use serde::Deserialize;
 
 use crate::collector::{self, REGISTRY};
@@ -70,10 +71,7 @@ pub struct Cli {
     /// Log filter (`error`, `warn`, `info`, `debug`, or a tracing filter expression).
     #[arg(long = "log.level", default_value = "info", global = true)]
     pub log_level: String,
-    /// Power meter to read, KIND:TARGET (repeatable): um24c|um25c|um34c:/dev/rfcomm0,
-    /// hwmon:auto, rapl:auto, shelly:http://HOST, tasmota:http://HOST. Replaces the file's
-    /// [[meters]].
-    #[arg(long = "meter", value_name = "KIND:TARGET", global = true)]
+    #[arg(long = "meter", value_name = "KIND:TARGET", global = true, help = crate::meter::flag_help())]
     pub meters: Vec<String>,
     /// Longest wait for a meter reading per tick, e.g. `500ms` [default: 500ms].
     #[arg(long = "meter.timeout", global = true)]
@@ -454,19 +452,6 @@ fn known_collectors() -> String {
         .map(|s| s.name)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Accepts `:9910` (all interfaces), `host:port` and `[v6]:port`.
-pub fn parse_listen_address(text: &str) -> anyhow::Result<SocketAddr> {
-    let full = if text.starts_with(':') {
-        format!("0.0.0.0{text}")
-    } else {
-        text.to_string()
-    };
-    full.to_socket_addrs()
-        .with_context(|| format!("--web.listen-address {text:?}"))?
-        .next()
-        .with_context(|| format!("--web.listen-address {text:?} resolves to nothing"))
 }
 
 fn default_node_name() -> anyhow::Result<String> {

@@ -16,7 +16,7 @@ use super::{CollectError, Collector, Report, Spec};
 use crate::config::Config;
 use crate::meter::energy::EnergyTotal;
 use crate::meter::worker::{Backoff, Outcome, Worker};
-use crate::meter::{self, Kind, ReadError, Reason};
+use crate::meter::{self, ReadError, Reason};
 use crate::metrics::MetricSet;
 
 /// Registry entry.
@@ -29,19 +29,6 @@ pub const SPEC: Spec = Spec {
 
 /// Longest pause between reopen attempts of a failed meter.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-
-/// Error reasons each kind can produce, exported at zero from the start so `rate()` and
-/// `increase()` see the first error.
-fn reasons(kind: Kind) -> &'static [Reason] {
-    use Reason::*;
-    match kind {
-        Kind::Um24c | Kind::Um25c | Kind::Um34c => {
-            &[Unplugged, Timeout, ShortFrame, CorruptFrame, WrongModel, Io]
-        }
-        Kind::Hwmon | Kind::Rapl => &[Unplugged, Timeout, BadResponse, Io],
-        Kind::Shelly | Kind::Tasmota => &[Unplugged, Timeout, HttpStatus, BadResponse, Io],
-    }
-}
 
 struct ChannelState {
     worker: Worker,
@@ -181,7 +168,7 @@ impl Collector for MeterCollector {
                 &labels,
                 ch.energy.joules(),
             );
-            for reason in reasons(ch.worker.kind) {
+            for reason in ch.worker.kind.def().reasons {
                 ch.errors.entry(*reason).or_default();
             }
             for (reason, n) in &ch.errors {

@@ -321,7 +321,7 @@ impl PerfCollector {
 
 impl Collector for PerfCollector {
     fn collect(&mut self, out: &mut MetricSet, _report: &mut Report) -> Result<(), CollectError> {
-        if self.ticks % WALK_EVERY_TICKS == 0 {
+        if self.ticks.is_multiple_of(WALK_EVERY_TICKS) {
             self.sync()?;
         }
         self.ticks += 1;
