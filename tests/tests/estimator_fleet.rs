@@ -50,11 +50,17 @@ struct Recorder {
     samples: Arc<Mutex<Vec<Written>>>,
 }
 
-/// A proxy in front of a query API that records every request's form parameters.
+/// A proxy in front of a query API that records every request's form parameters and may answer
+/// in its place (as Thanos or Mimir would: limits, warnings, partial answers).
 struct QueryProxy {
     url: String,
     requests: Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>,
 }
+
+/// What the proxy does with request number `n` (its form): `None` forwards the upstream answer,
+/// `Some((status, body))` answers instead; the upstream body is passed for rewriting.
+type Meddle =
+    Arc<dyn Fn(usize, &[(String, String)], &[u8]) -> Option<(u16, Vec<u8>)> + Send + Sync>;
 
 fn serve(app: axum::Router) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -127,6 +133,10 @@ impl Recorder {
 
 impl QueryProxy {
     fn start(upstream: &str) -> QueryProxy {
+        QueryProxy::meddling(upstream, Arc::new(|_, _, _| None))
+    }
+
+    fn meddling(upstream: &str, meddle: Meddle) -> QueryProxy {
         let requests: Arc<Mutex<Vec<(String, Vec<(String, String)>)>>> = Arc::default();
         let kept = requests.clone();
         let upstream = upstream.to_string();
@@ -137,6 +147,7 @@ impl QueryProxy {
                 move |axum::extract::Path(api): axum::extract::Path<String>,
                       body: axum::body::Bytes| {
                     let (kept, upstream, client) = (kept.clone(), upstream.clone(), client.clone());
+                    let meddle = meddle.clone();
                     async move {
                         let form: Vec<(String, String)> = reqwest::Url::parse(&format!(
                             "http://x/?{}",
@@ -146,7 +157,11 @@ impl QueryProxy {
                         .query_pairs()
                         .map(|(k, v)| (k.into_owned(), v.into_owned()))
                         .collect();
-                        kept.lock().unwrap().push((api.clone(), form));
+                        let n = {
+                            let mut kept = kept.lock().unwrap();
+                            kept.push((api.clone(), form.clone()));
+                            kept.len()
+                        };
                         let answer = client
                             .post(format!("{upstream}/api/v1/{api}"))
                             .header("Content-Type", "application/x-www-form-urlencoded")
@@ -154,9 +169,10 @@ impl QueryProxy {
                             .send()
                             .await
                             .unwrap();
-                        let status =
-                            axum::http::StatusCode::from_u16(answer.status().as_u16()).unwrap();
-                        (status, answer.bytes().await.unwrap().to_vec())
+                        let status = answer.status().as_u16();
+                        let body = answer.bytes().await.unwrap().to_vec();
+                        let (status, body) = meddle(n, &form, &body).unwrap_or((status, body));
+                        (axum::http::StatusCode::from_u16(status).unwrap(), body)
                     }
                 },
             ),
@@ -211,13 +227,23 @@ fn nodes_selected(base: &str, [query, start, end, step]: &[String; 4]) -> BTreeS
 }
 
 fn start_estimator(models: &Path, source: &str, receiver: &str, extra: &[&str]) -> Guard {
+    start_estimator_on(free_port(), models, source, receiver, extra)
+}
+
+fn start_estimator_on(
+    port: u16,
+    models: &Path,
+    source: &str,
+    receiver: &str,
+    extra: &[&str],
+) -> Guard {
     let child = Command::new(workspace_binary("greenpipe-estimator"))
         .arg("serve")
         .arg(format!("--prometheus-url={source}"))
         .arg(format!("--remote-write-url={receiver}"))
         .arg(format!("--models={}", models.display()))
         .args(["--interval=1s", "--rate-window=5s", "--log.level=warn"])
-        .arg(format!("--web.listen-address=127.0.0.1:{}", free_port()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .args(extra)
         .stdout(Stdio::null())
         .spawn()
@@ -462,4 +488,149 @@ fn shard_replicas_read_only_their_nodes_and_together_write_what_one_replica_writ
         }
     }
     drop(exporters);
+}
+
+/// Sum of an estimator self metric's series whose labels contain `labels`.
+fn self_metric(port: u16, name: &str, labels: &str) -> f64 {
+    reqwest::blocking::get(format!("http://127.0.0.1:{port}/metrics"))
+        .and_then(|r| r.text())
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter(|l| l.contains(labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `body` with `field` added as the first member of its top-level object.
+fn with_field(body: &[u8], field: &str) -> Vec<u8> {
+    let text = String::from_utf8_lossy(body);
+    format!("{{{field},{}", text.strip_prefix('{').unwrap_or(&text)).into_bytes()
+}
+
+#[test]
+fn query_engine_limits_warnings_and_partial_answers_are_handled_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models.json");
+    std::fs::write(&models, MODELS).unwrap();
+    let port = free_port();
+    let exporter = Command::new(workspace_binary("greenpipe-exporter"))
+        .args(["--node-name", "engine-node", "--no-collector.ebpf"])
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting an exporter");
+    let _exporter = Guard::new("exporter", exporter);
+    let prom = Prometheus::start(&[format!("127.0.0.1:{port}")], "1s").expect("prometheus");
+    // In front of the real Prometheus, answers as Thanos/Mimir give them: a range of more than
+    // 5 ticks exceeds the sample limit (422), every 5th answer carries a warning, every 7th is
+    // flagged partial.
+    let meddle: Meddle = Arc::new(|n, form, body| {
+        let get = |k: &str| {
+            form.iter()
+                .find(|(key, _)| key == k)
+                .and_then(|(_, v)| v.parse::<f64>().ok())
+        };
+        if let (Some(start), Some(end), Some(step)) = (get("start"), get("end"), get("step")) {
+            if ((end - start) / step).round() as i64 + 1 > 5 {
+                return Some((
+                    422,
+                    br#"{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}"#.to_vec(),
+                ));
+            }
+        }
+        if n % 7 == 0 {
+            return Some((200, with_field(body, r#""isPartial":true"#)));
+        }
+        if n % 5 == 0 {
+            return Some((
+                200,
+                with_field(body, r#""warnings":["store 10.0.0.3:10901 is slow"]"#),
+            ));
+        }
+        None
+    });
+    let proxy = QueryProxy::meddling(&prom.url, meddle);
+    let metrics_port = free_port();
+    let flags = [
+        "--delay=2s",
+        "--prometheus.engine=thanos",
+        &format!("--progress-url={}", prom.url),
+    ];
+    let start = || {
+        start_estimator_on(
+            metrics_port,
+            &models,
+            &proxy.url,
+            &prom.remote_write_url(),
+            &flags,
+        )
+    };
+    let ticks = || {
+        greenpipe_tests::raw_samples(
+            &prom.url,
+            &format!("{}{{node=\"engine-node\"}}", estimate::NODE_POWER_WATTS),
+            "10m",
+        )
+        .ok()
+        .and_then(|s| s.first().map(|s| s.samples.clone()))
+        .unwrap_or_default()
+    };
+    let mut est = start();
+    wait_for(Duration::from_secs(90), || {
+        (ticks().len() >= 5).then_some(())
+    })
+    .expect("first ticks through the proxy");
+    // Down for 20 s: the catch-up asks for 20+ ticks at once and is refused until it asks for
+    // at most 5.
+    est.terminate();
+    std::thread::sleep(Duration::from_secs(20));
+    let restarted = greenpipe_tests::now_ms();
+    let est = start();
+    wait_for(Duration::from_secs(90), || {
+        (ticks().last()?.0 >= restarted).then_some(())
+    })
+    .expect("the restarted estimator catches up in small chunks");
+    let times: Vec<i64> = ticks().iter().map(|s| s.0).collect();
+    for w in times.windows(2) {
+        assert_eq!(w[1] - w[0], 1000, "gap or duplicate at {}", w[1]);
+    }
+    assert!(times.len() >= 25, "{} ticks", times.len());
+    let m = |name: &str, labels: &str| self_metric(metrics_port, name, labels);
+    use greenpipe_common::names::estimator as n;
+    let ranges: Vec<f64> = proxy
+        .range_queries()
+        .iter()
+        .filter_map(|[_, start, end, step]| {
+            Some(
+                (end.parse::<f64>().ok()? - start.parse::<f64>().ok()?)
+                    / step.parse::<f64>().ok()?
+                    + 1.0,
+            )
+        })
+        .collect();
+    assert!(
+        ranges.iter().any(|r| *r > 5.0),
+        "the catch-up asked for more than 5 ticks at once: {ranges:?}"
+    );
+    assert!(
+        m(n::QUERIES_TOTAL, "outcome=\"http_422\"") > 0.0,
+        "422 counted: {}",
+        reqwest::blocking::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+            .and_then(|r| r.text())
+            .unwrap_or_default()
+    );
+    assert!(
+        m(n::QUERIES_TOTAL, "outcome=\"partial\"") > 0.0,
+        "partial counted"
+    );
+    assert!(m(n::QUERY_WARNINGS_TOTAL, "") > 0.0, "warnings counted");
+    assert!(m(n::TICKS_BACKFILLED_TOTAL, "") >= 15.0);
+    // Thanos is asked not to answer partially; every request gives the engine a deadline.
+    let asked = proxy.requests.lock().unwrap().clone();
+    assert!(asked.iter().all(|(_, form)| form
+        .iter()
+        .any(|(k, v)| k == "partial_response" && v == "false")
+        && form.iter().any(|(k, _)| k == "timeout")));
+    drop(est);
 }
