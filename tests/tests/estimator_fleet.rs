@@ -50,11 +50,14 @@ struct Recorder {
     samples: Arc<Mutex<Vec<Written>>>,
 }
 
+/// Requests a proxy saw: API name (`query`, `query_range`) and form parameters.
+type Asked = Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>;
+
 /// A proxy in front of a query API that records every request's form parameters and may answer
 /// in its place (as Thanos or Mimir would: limits, warnings, partial answers).
 struct QueryProxy {
     url: String,
-    requests: Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>,
+    requests: Asked,
 }
 
 /// What the proxy does with request number `n` (its form): `None` forwards the upstream answer,
@@ -137,7 +140,7 @@ impl QueryProxy {
     }
 
     fn meddling(upstream: &str, meddle: Meddle) -> QueryProxy {
-        let requests: Arc<Mutex<Vec<(String, Vec<(String, String)>)>>> = Arc::default();
+        let requests: Asked = Arc::default();
         let kept = requests.clone();
         let upstream = upstream.to_string();
         let client = reqwest::Client::new();

@@ -234,7 +234,8 @@ fn start_estimator(
     let given = |flag: &str| extra.iter().any(|e| e.starts_with(flag));
     for default in ["--interval=1s", "--delay=1s", "--rate-window=5s"] {
         let flag = default.split('=').next().unwrap();
-        if !given(flag) && !(flag == "--rate-window" && given("--interval")) {
+        let follows_interval = flag == "--rate-window" && given("--interval");
+        if !(given(flag) || follows_interval) {
             args.push(default.into());
         }
     }
