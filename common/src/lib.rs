@@ -7,6 +7,7 @@
 //! and, with feature `plots`, [`plot_font`]. The only I/O is reading a secret or font file.
 #![deny(missing_docs)]
 
+pub mod contract;
 pub mod features;
 pub mod linalg;
 pub mod listen;
