@@ -16,6 +16,7 @@
 #
 # Usage (root, after scripts/setup.sh):
 #   NODES="10 20 40" CONTAINERS=25 REPLICAS=1 PROMETHEUS=1 DURATION=60 scripts/scale-bench.sh
+# PROFILE=debug uses unoptimised binaries (quick check of the script; figures not representative).
 set -euo pipefail
 
 NODES=${NODES:-"10 20 40"}
@@ -27,8 +28,13 @@ WARMUP=${WARMUP:-20}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-cargo build --release --quiet --bin greenpipe-exporter --bin greenpipe-estimator
-bin="$root/target/release"
+PROFILE=${PROFILE:-release}
+if [ "$PROFILE" = release ]; then
+  cargo build --release --quiet --bin greenpipe-exporter --bin greenpipe-estimator
+else
+  cargo build --quiet --bin greenpipe-exporter --bin greenpipe-estimator
+fi
+bin="$root/target/$PROFILE"
 work=$(mktemp -d /tmp/greenpipe-scale.XXXXXX)
 cg="/sys/fs/cgroup/greenpipe-scale-$$"
 pids=()
