@@ -36,7 +36,16 @@ else
 fi
 bin="$root/target/$PROFILE"
 work=$(mktemp -d /tmp/greenpipe-scale.XXXXXX)
-cg="/sys/fs/cgroup/greenpipe-scale-$$"
+# The cgroup hierarchies the exporter reads: v2 (pure or hybrid's unified) and the v1
+# controllers it takes usage from on hybrid hosts.
+roots=()
+for r in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+  if [ -f "$r/cgroup.controllers" ]; then roots+=("$r"); break; fi
+done
+for c in cpuacct memory blkio; do
+  [ -f "/sys/fs/cgroup/$c/cgroup.procs" ] && roots+=("/sys/fs/cgroup/$c")
+done
+parent="greenpipe-scale-$$"
 pids=()
 sleepers=()
 
@@ -52,9 +61,12 @@ cleanup() {
   local pid
   for pid in "${sleepers[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${sleepers[@]}"; do wait "$pid" 2>/dev/null || true; done
-  if [ -d "$cg" ]; then
-    find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-  fi
+  local r
+  for r in "${roots[@]}"; do
+    if [ -d "$r/$parent" ]; then
+      find "$r/$parent" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    fi
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -63,20 +75,18 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# C pod-shaped cgroups: <cg>/kubepods/burstable/pod<uid>/<64-hex id>, one process each.
-mkdir -p "$cg/kubepods/burstable"
-for dir in "$cg" "$cg/kubepods" "$cg/kubepods/burstable"; do
-  echo "+cpu +memory +io" > "$dir/cgroup.subtree_control" 2>/dev/null || true
-done
+# C pod-shaped cgroups: <root>/<parent>/kubepods/burstable/pod<uid>/<64-hex id> in every
+# hierarchy, one process each.
 for c in $(seq 1 "$C"); do
   uid=$(printf '%08x-%04x-4000-8000-%012x' $$ "$c" "$c")
   id=$(printf '%016x%048x' $$ "$c")
-  mkdir -p "$cg/kubepods/burstable/pod$uid"
-  echo "+cpu +memory +io" > "$cg/kubepods/burstable/pod$uid/cgroup.subtree_control" 2>/dev/null || true
-  mkdir -p "$cg/kubepods/burstable/pod$uid/$id"
   sleep infinity &
   sleepers+=($!)
-  echo $! > "$cg/kubepods/burstable/pod$uid/$id/cgroup.procs"
+  for r in "${roots[@]}"; do
+    leaf="$r/$parent/kubepods/burstable/pod$uid/$id"
+    mkdir -p "$leaf"
+    echo "${sleepers[-1]}" > "$leaf/cgroup.procs"
+  done
 done
 
 # Arithmetic on decimals (awk: no extra package).
