@@ -133,7 +133,8 @@ impl Ledger {
             nodes: Vec::with_capacity(estimates.nodes.len()),
         };
         for e in &estimates.nodes {
-            let account = self.account(&e.node, &e.model.name);
+            // The versioned label the series carry: a recalibrated model starts new counters.
+            let account = self.account(&e.node, &e.model.label());
             account.last_ms = t;
             account.joules += e.watts.max(0.0) * seconds;
             let shares = e
