@@ -126,8 +126,10 @@ pub fn fit_reusing(
             (a.min(v), b.max(v))
         });
     let bounds = PowerBounds::from_training(lo, hi);
-    let (columns, scaling): (Vec<usize>, Vec<FeatureScaling>) =
-        keep.iter().map(|&i| (columns[i], scaling[i].clone())).unzip();
+    let (columns, scaling): (Vec<usize>, Vec<FeatureScaling>) = keep
+        .iter()
+        .map(|&i| (columns[i], scaling[i].clone()))
+        .unzip();
     let kind = if dropped.is_empty() {
         candidate.fit_reusing(&raw.standardised(&scaling), &y, fits)?
     } else {

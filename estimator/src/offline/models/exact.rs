@@ -205,7 +205,7 @@ pub fn forest(x: &Matrix, y: &[f64], trees: usize, tree: TreeParams, seed: u64) 
     let mut weight = vec![0u32; x.rows];
     let trees = (0..trees.max(1))
         .map(|_| {
-            weight.iter_mut().for_each(|w| *w = 0);
+            weight.fill(0);
             for _ in 0..x.rows {
                 weight[rng.below(x.rows)] += 1;
             }
@@ -240,7 +240,7 @@ pub fn boost(
             residual[i] = y[i] - pred[i];
         }
         if take < x.rows {
-            weight.iter_mut().for_each(|w| *w = 0);
+            weight.fill(0);
             for i in 0..take {
                 let j = i + rng.below(x.rows - i);
                 all.swap(i, j);
@@ -302,7 +302,7 @@ mod tests {
         }
         // Rows with weight 0 are not seen: a tree on the first half predicts only its values.
         let mut half = [0u32; 40];
-        half[..20].iter_mut().for_each(|w| *w = 2);
+        half[..20].fill(2);
         let t = grow(&data, &y, &half, params, &mut Rng::new(3));
         assert!((t.predict(&[0.99, 0.0]) - y[19]).abs() < 1e-12);
     }

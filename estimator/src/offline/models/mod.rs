@@ -327,9 +327,12 @@ pub fn wide_candidates() -> Vec<Candidate> {
     out
 }
 
-/// The default grid (see docs/training.md for how it was chosen across machines).
+/// The default grid. Still the classic one: a grid change is to be judged leave-one-machine-out
+/// (benches/grid_lomo.py on a `--grid wide` crossval of the shared machines), and that judgement
+/// of the wide grid is not done yet (notes/issue17.md), so the exact-split candidates are offered
+/// with `--grid wide` only.
 pub fn default_candidates() -> Vec<Candidate> {
-    wide_candidates()
+    classic_candidates()
 }
 
 /// A named grid: `default`, `classic` or `wide`.
