@@ -525,7 +525,7 @@ fn constant_and_collinear_training_features_give_bounded_predictions() {
         } else {
             60.0
         };
-        let (disk, freq) = (3e7 * level(t, 4), 1.0e9);
+        let (disk, freq) = (3e7 * level(t, 4), 0.8e9 + 0.4e9 * level(t, 3));
         let cycles = 1e9 * cpu * freq / 1.5e9;
         mix.push_str(&row(
             5000 + t,

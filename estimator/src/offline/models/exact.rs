@@ -287,8 +287,8 @@ mod tests {
             features_per_split: 0,
         };
         let tree = grow(&data, &y, &[1; 40], params, &mut Rng::new(3));
-        for i in 0..40 {
-            assert!((tree.predict(x.row(i)) - y[i]).abs() < 1e-12, "row {i}");
+        for (i, yi) in y.iter().enumerate() {
+            assert!((tree.predict(x.row(i)) - yi).abs() < 1e-12, "row {i}");
         }
         match &tree.nodes[0] {
             TreeNode::Split {
