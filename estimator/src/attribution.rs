@@ -181,6 +181,7 @@ mod tests {
             source: None,
             baselines: vec![],
             power_bounds: None,
+            recalibrations: vec![],
         }
     }
 

@@ -230,6 +230,7 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
         source: None,
         baselines: baseline_models,
         power_bounds: Some(fitted.bounds),
+        recalibrations: Vec::new(),
     };
     Ok(NodeTraining {
         model,
