@@ -127,6 +127,26 @@ pub fn workload_table(rows: &[SummaryRow], node: &str, models: &[&str]) -> Strin
     out
 }
 
+/// A markdown paragraph counting the predictions the power bounds clamped, per model label:
+/// `(label, clamped rows, predicted rows)`.
+pub fn clamp_summary(per_model: &[(String, usize, usize)]) -> String {
+    let total: usize = per_model.iter().map(|m| m.1).sum();
+    let rows: usize = per_model.iter().map(|m| m.2).sum();
+    let mut out = format!(
+        "Clamped predictions: {total} of {rows} held-out rows fell outside the training power \
+         range widened by its width (at least 10 % of its maximum) and were clamped into it, as \
+         the online estimator clamps them.\n"
+    );
+    let hit: Vec<&(String, usize, usize)> = per_model.iter().filter(|m| m.1 > 0).collect();
+    if !hit.is_empty() {
+        out.push_str("\n| model | clamped rows | of rows |\n|---|---|---|\n");
+        for (label, n, of) in hit {
+            let _ = writeln!(out, "| {label} | {n} | {of} |");
+        }
+    }
+    out
+}
+
 /// Creates the report directory.
 pub fn create_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)
