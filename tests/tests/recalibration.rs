@@ -647,7 +647,9 @@ fn drift_is_detected_refitted_once_and_swapped_without_a_gap() {
     let threshold = 0.05;
     let recal = lp.recalibrate(&[
         &format!("--threshold={threshold}"),
-        "--for=15s",
+        // Long enough after the crossing that the refit window (20 s ending one rate window
+        // ago) holds no sample from before the drift, however late the crossing is seen.
+        "--for=30s",
         "--error-window=20s",
         "--refit-window=20s",
         "--validation-margin=15",
