@@ -652,7 +652,9 @@ fn drift_is_detected_refitted_once_and_swapped_without_a_gap() {
         "--for=30s",
         "--error-window=20s",
         "--refit-window=20s",
-        "--validation-margin=15",
+        // The validation traces are undrifted, so a right correction of a +15 % dynamic gain
+        // itself costs them about 10-14 points; the guard is for refits far worse than that.
+        "--validation-margin=25",
     ]);
     // Before the drift the model is the meter's own function: well under the threshold.
     std::thread::sleep(Duration::from_secs(25));
@@ -662,9 +664,9 @@ fn drift_is_detected_refitted_once_and_swapped_without_a_gap() {
     assert!(before < threshold, "live MAPE {before} before any drift");
     assert_eq!(recal.metric(rc::REFITS_TOTAL, ""), 0.0, "{}", recal.log());
 
-    // +25 % dynamic power: well clear of the threshold, so the crossing is not a coin toss.
+    // +15 % dynamic power.
     let drift_at = Instant::now();
-    lp.meter.set(|f| f.dynamic_scale = 1.25);
+    lp.meter.set(|f| f.dynamic_scale = 1.15);
     let peak = wait_for(Duration::from_secs(60), || {
         lp.live("emu-board", "20s")
             .map(|l| l.0)
