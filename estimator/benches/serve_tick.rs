@@ -17,11 +17,13 @@ use greenpipe_common::features::Feature;
 use greenpipe_common::model::ModelFile;
 use greenpipe_estimator::attribution::IdleSplit;
 use greenpipe_estimator::energy::Ledger;
-use greenpipe_estimator::estimate::{estimate_tick, tick_series};
+use greenpipe_estimator::estimate::{estimate_tick, tick_series, write_tick};
 use greenpipe_estimator::promql::decode_matrix;
 use greenpipe_estimator::readout::{assemble, PROCESSES};
 use greenpipe_estimator::remote_write::wire::encode_request;
-use greenpipe_estimator::remote_write::{batches, encode, sample_count, BatchLimits};
+use greenpipe_estimator::remote_write::{
+    batches, compress, sample_count, BatchLimits, BatchWriter, EncodedBatch,
+};
 use greenpipe_estimator::shard::Shard;
 
 const T_MS: i64 = 1_790_000_000_000;
@@ -128,13 +130,13 @@ fn main() {
         container_body.len() as f64 / 1e6
     );
 
-    let mut stages: Vec<[Duration; 7]> = Vec::new();
+    let mut stages: Vec<[Duration; 6]> = Vec::new();
     // The energy counters as in a running estimator: one tick already recorded.
     let mut ledger = Ledger::new(3_600_000);
     let mut samples = 0;
     let mut raw_bytes = 0;
     let mut wire_bytes = 0;
-    for _ in 0..rounds {
+    for round in 0..rounds {
         let t0 = thread_cpu();
         let node = decode_matrix(node_body.as_bytes()).expect("node answer");
         let container = decode_matrix(container_body.as_bytes()).expect("container answer");
@@ -145,30 +147,33 @@ fn main() {
         assert_eq!(estimates.nodes.len(), nodes, "every node estimated");
         let t3 = thread_cpu();
         let energy = ledger.record(&estimates, 1000);
-        let t3e = thread_cpu();
-        let series = tick_series(&estimates, &energy);
         let t4 = thread_cpu();
-        samples = sample_count(&series);
-        let protobuf: Vec<Vec<u8>> = batches(series, BatchLimits::default())
-            .into_iter()
-            .map(|b| encode_request(&b))
-            .collect();
+        let mut writer = BatchWriter::new(BatchLimits::default());
+        write_tick(&estimates, &energy, &mut writer);
+        let protobuf = writer.finish();
         let t5 = thread_cpu();
-        raw_bytes = protobuf.iter().map(Vec::len).sum();
-        wire_bytes = protobuf
-            .iter()
-            .map(|p| snap::raw::Encoder::new().compress_vec(p).unwrap().len())
-            .sum::<usize>();
+        let bodies: Vec<Vec<u8>> = protobuf.iter().map(|b| compress(&b.protobuf)).collect();
         let t6 = thread_cpu();
-        stages.push([
-            t1 - t0,
-            t2 - t1,
-            t3 - t2,
-            t3e - t3,
-            t4 - t3e,
-            t5 - t4,
-            t6 - t5,
-        ]);
+        samples = protobuf.iter().map(|b| b.samples).sum();
+        raw_bytes = protobuf.iter().map(|b| b.protobuf.len()).sum();
+        wire_bytes = bodies.iter().map(Vec::len).sum::<usize>();
+        if round == 0 {
+            // Untimed: the bodies are those of the series built, batched and encoded one by one.
+            let reference: Vec<EncodedBatch> =
+                batches(tick_series(&estimates, &energy), BatchLimits::default())
+                    .iter()
+                    .map(|b| EncodedBatch {
+                        protobuf: encode_request(b),
+                        samples: sample_count(b),
+                    })
+                    .collect();
+            assert!(
+                reference == protobuf,
+                "written bodies differ from the reference"
+            );
+            println!("bodies identical to tick_series + batches + encode_request: yes");
+        }
+        stages.push([t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5]);
     }
     let median = |i: usize| {
         let mut v: Vec<Duration> = stages.iter().map(|s| s[i]).collect();
@@ -180,8 +185,7 @@ fn main() {
         "assemble",
         "predict+attribute",
         "energy counters",
-        "series layout",
-        "batch+protobuf",
+        "layout+protobuf",
         "snappy",
     ];
     let mut total = Duration::ZERO;
@@ -228,15 +232,16 @@ fn main() {
     let energy = ledger.record(&estimates, 1000);
     let mut best = Duration::MAX;
     for _ in 0..rounds {
-        let series = tick_series(&estimates, &energy);
         let t0 = thread_cpu();
-        for b in batches(series, BatchLimits::default()) {
-            std::hint::black_box(encode(b));
+        let mut writer = BatchWriter::new(BatchLimits::default());
+        write_tick(&estimates, &energy, &mut writer);
+        for b in writer.finish() {
+            std::hint::black_box(compress(&b.protobuf));
         }
         best = best.min(thread_cpu() - t0);
     }
     println!(
-        "remote-write encoding (batch + protobuf + snappy): {:.2} M samples/s",
+        "remote-write encoding (layout + batch + protobuf + snappy): {:.2} M samples/s",
         samples as f64 / best.as_secs_f64() / 1e6
     );
 }

@@ -8,8 +8,10 @@
 
 pub mod proto;
 pub mod wire;
+pub mod writer;
 
 pub use proto::{Label, Sample, TimeSeries, WriteRequest};
+pub use writer::{BatchWriter, EncodedBatch};
 
 use prost::Message;
 
@@ -83,9 +85,13 @@ pub fn batches(series: Vec<TimeSeries>, limits: BatchLimits) -> Vec<Vec<TimeSeri
 
 /// The request body: protobuf, then raw snappy.
 pub fn encode(series: Vec<TimeSeries>) -> Vec<u8> {
-    let raw = wire::encode_request(&series);
+    compress(&wire::encode_request(&series))
+}
+
+/// Raw (block) snappy of a protobuf body.
+pub fn compress(protobuf: &[u8]) -> Vec<u8> {
     snap::raw::Encoder::new()
-        .compress_vec(&raw)
+        .compress_vec(protobuf)
         .expect("snappy accepts any input below 4 GiB")
 }
 

@@ -9,7 +9,7 @@ use tracing::{debug, warn};
 use crate::endpoint::Endpoint;
 use crate::telemetry::Telemetry;
 use greenpipe_remote_write::{
-    batches, encode, sample_count, BatchLimits, TimeSeries, CONTENT_ENCODING, CONTENT_TYPE,
+    compress, BatchLimits, BatchWriter, EncodedBatch, TimeSeries, CONTENT_ENCODING, CONTENT_TYPE,
     VERSION, VERSION_HEADER,
 };
 
@@ -83,14 +83,30 @@ impl Sender {
         }
     }
 
+    /// The request limits bodies must keep to.
+    pub fn limits(&self) -> BatchLimits {
+        self.limits
+    }
+
     /// Sends `series` in order, batch after batch. Returns once every batch was accepted or
     /// refused; retryable failures are retried for as long as it takes (the caller's deadline,
     /// e.g. shutdown, cancels the future).
     pub async fn send(&self, series: Vec<TimeSeries>) -> SendReport {
+        let mut writer = BatchWriter::new(self.limits);
+        for ts in &series {
+            writer.push(ts);
+        }
+        self.send_encoded(writer.finish()).await
+    }
+
+    /// [`Sender::send`] of bodies laid out already (by a [`BatchWriter`] with this sender's
+    /// [`Sender::limits`]).
+    pub async fn send_encoded(&self, batches: Vec<EncodedBatch>) -> SendReport {
         let mut report = SendReport::default();
-        for batch in batches(series, self.limits) {
-            let samples = sample_count(&batch);
-            let body = encode(batch);
+        for batch in batches {
+            let samples = batch.samples;
+            let body = compress(&batch.protobuf);
+            drop(batch);
             let mut attempt = 0u32;
             loop {
                 match self.attempt(&body).await {

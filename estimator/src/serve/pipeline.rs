@@ -18,12 +18,12 @@ use tracing::{info, warn};
 use crate::attribution::IdleSplit;
 use crate::endpoint::Endpoint;
 use crate::energy::Ledger;
-use crate::estimate::{estimate_tick, tick_series, SkipReason};
+use crate::estimate::{estimate_tick, write_tick, SkipReason};
 use crate::model_registry::ModelRegistry;
 use crate::models;
 use crate::promql::{decode_answer, decode_matrix, Answer, Engine, Prometheus, QueryFailure};
 use crate::readout::{assemble, node_list_query, node_matcher, QuerySet, Tick};
-use crate::remote_write::{BatchLimits, RetryPolicy, Sample, Sender, TimeSeries};
+use crate::remote_write::{BatchLimits, BatchWriter, RetryPolicy, Sample, Sender, TimeSeries};
 use crate::shard::Shard;
 use crate::telemetry::Telemetry;
 
@@ -421,9 +421,12 @@ impl Pipeline {
                     .with_label_values(&[reason.as_str()])
                     .inc();
             }
-            let mut series = tick_series(&estimates, &energy);
-            series.push(self.marker(tick.timestamp_ms));
-            self.sender.send(series).await;
+            // Laid out straight into request bodies: building the series first cost more than
+            // the rest of the tick at fleet scale.
+            let mut writer = BatchWriter::new(self.sender.limits());
+            write_tick(&estimates, &energy, &mut writer);
+            writer.push(&self.marker(tick.timestamp_ms));
+            self.sender.send_encoded(writer.finish()).await;
             self.telemetry.ticks.inc();
             if tick.timestamp_ms < ready {
                 self.telemetry.ticks_backfilled.inc();
