@@ -1,8 +1,9 @@
 //! Run with `cargo bench -p greenpipe-estimator --bench serve_tick`.
 //!
 //! CPU cost of one `serve` tick for a simulated fleet (default 1,000 nodes x 100 containers):
-//! decode the PromQL answers → assemble → predict → attribute → lay out series → batch → protobuf
-//! → snappy. Prometheus' own time and the network are excluded: the answers are built
+//! decode the PromQL answers → assemble → predict → attribute → energy counters → series laid out
+//! straight into protobuf request bodies, each compressed (snappy) as it fills. Prometheus' own
+//! time and the network are excluded: the answers are built
 //! in memory in the exact JSON shape Prometheus returns. Also the remote-write encoding
 //! throughput in samples per second. Prints figures; asserts nothing about time.
 //!
@@ -22,7 +23,7 @@ use greenpipe_estimator::promql::decode_matrix;
 use greenpipe_estimator::readout::{assemble, PROCESSES};
 use greenpipe_estimator::remote_write::wire::encode_request;
 use greenpipe_estimator::remote_write::{
-    batches, compress, sample_count, BatchLimits, BatchWriter, EncodedBatch,
+    batches, encode, sample_count, BatchLimits, BatchWriter, EncodedBatch,
 };
 use greenpipe_estimator::shard::Shard;
 
@@ -130,7 +131,7 @@ fn main() {
         container_body.len() as f64 / 1e6
     );
 
-    let mut stages: Vec<[Duration; 6]> = Vec::new();
+    let mut stages: Vec<[Duration; 5]> = Vec::new();
     // The energy counters as in a running estimator: one tick already recorded.
     let mut ledger = Ledger::new(3_600_000);
     let mut samples = 0;
@@ -148,32 +149,31 @@ fn main() {
         let t3 = thread_cpu();
         let energy = ledger.record(&estimates, 1000);
         let t4 = thread_cpu();
-        let mut writer = BatchWriter::new(BatchLimits::default());
+        let mut writer = BatchWriter::compressing(BatchLimits::default());
         write_tick(&estimates, &energy, &mut writer);
-        let protobuf = writer.finish();
+        let bodies = writer.finish();
         let t5 = thread_cpu();
-        let bodies: Vec<Vec<u8>> = protobuf.iter().map(|b| compress(&b.protobuf)).collect();
-        let t6 = thread_cpu();
-        samples = protobuf.iter().map(|b| b.samples).sum();
-        raw_bytes = protobuf.iter().map(|b| b.protobuf.len()).sum();
-        wire_bytes = bodies.iter().map(Vec::len).sum::<usize>();
+        samples = bodies.iter().map(|b| b.samples).sum();
+        wire_bytes = bodies.iter().map(|b| b.body.len()).sum::<usize>();
         if round == 0 {
-            // Untimed: the bodies are those of the series built, batched and encoded one by one.
-            let reference: Vec<EncodedBatch> =
-                batches(tick_series(&estimates, &energy), BatchLimits::default())
-                    .iter()
-                    .map(|b| EncodedBatch {
-                        protobuf: encode_request(b),
-                        samples: sample_count(b),
-                    })
-                    .collect();
+            // Untimed: the bodies are those of the series built, batched, encoded and compressed
+            // one by one (the path before BatchWriter).
+            let series = batches(tick_series(&estimates, &energy), BatchLimits::default());
+            raw_bytes = series.iter().map(|b| encode_request(b).len()).sum();
+            let reference: Vec<EncodedBatch> = series
+                .into_iter()
+                .map(|b| EncodedBatch {
+                    samples: sample_count(&b),
+                    body: encode(b),
+                })
+                .collect();
             assert!(
-                reference == protobuf,
+                reference == bodies,
                 "written bodies differ from the reference"
             );
-            println!("bodies identical to tick_series + batches + encode_request: yes");
+            println!("bodies identical to tick_series + batches + encode: yes");
         }
-        stages.push([t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5]);
+        stages.push([t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4]);
     }
     let median = |i: usize| {
         let mut v: Vec<Duration> = stages.iter().map(|s| s[i]).collect();
@@ -185,8 +185,7 @@ fn main() {
         "assemble",
         "predict+attribute",
         "energy counters",
-        "layout+protobuf",
-        "snappy",
+        "layout+pb+snappy",
     ];
     let mut total = Duration::ZERO;
     println!(
@@ -233,11 +232,9 @@ fn main() {
     let mut best = Duration::MAX;
     for _ in 0..rounds {
         let t0 = thread_cpu();
-        let mut writer = BatchWriter::new(BatchLimits::default());
+        let mut writer = BatchWriter::compressing(BatchLimits::default());
         write_tick(&estimates, &energy, &mut writer);
-        for b in writer.finish() {
-            std::hint::black_box(compress(&b.protobuf));
-        }
+        std::hint::black_box(writer.finish());
         best = best.min(thread_cpu() - t0);
     }
     println!(

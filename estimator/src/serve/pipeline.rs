@@ -423,7 +423,7 @@ impl Pipeline {
             }
             // Laid out straight into request bodies: building the series first cost more than
             // the rest of the tick at fleet scale.
-            let mut writer = BatchWriter::new(self.sender.limits());
+            let mut writer = BatchWriter::compressing(self.sender.limits());
             write_tick(&estimates, &energy, &mut writer);
             writer.push(&self.marker(tick.timestamp_ms));
             self.sender.send_encoded(writer.finish()).await;
