@@ -17,8 +17,6 @@ use serde::Deserialize;
 
 use crate::endpoint::Endpoint;
 
-mod scan;
-
 /// One series of a matrix answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RangeSeries<'a> {
@@ -57,14 +55,6 @@ pub fn decode_matrix(body: &[u8]) -> anyhow::Result<Vec<RangeSeries<'_>>> {
 /// cluster's `isPartial`) is an error: some storage nodes did not answer, and a tick estimated
 /// from part of the fleet's data would be written once and never corrected.
 pub fn decode_answer(body: &[u8]) -> anyhow::Result<Decoded<'_>> {
-    match scan::decode(body) {
-        Some(decoded) => Ok(decoded),
-        None => decode_answer_with_serde(body),
-    }
-}
-
-/// [`decode_answer`] of any body: answers of another shape, and the errors of malformed ones.
-fn decode_answer_with_serde(body: &[u8]) -> anyhow::Result<Decoded<'_>> {
     #[derive(Deserialize)]
     struct Answer<'a> {
         status: Cow<'a, str>,
