@@ -33,9 +33,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on {listen}"))?;
         info!(address = %listener.local_addr()?, "serving self metrics");
-        let server = axum::serve(listener, crate::http::app(telemetry));
+        let server = greenpipe_web::serve(
+            listener,
+            crate::http::app(telemetry),
+            config.web,
+            std::future::pending(),
+        );
         tokio::select! {
-            r = server => r.context("HTTP server")?,
+            r = server => r?,
             r = pipeline.run() => r?,
             _ = shutdown_signal() => info!("shutting down"),
         }
