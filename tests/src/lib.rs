@@ -5,6 +5,7 @@
 //! data directory and `--web.enable-remote-write-receiver`, and is killed when dropped.
 
 pub mod cgroup;
+pub mod pki;
 pub mod scrape;
 
 use std::net::TcpListener;
