@@ -9,7 +9,7 @@ mod args;
 mod pipeline;
 
 pub use args::ServeArgs;
-pub use pipeline::{align_down, Pipeline, PipelineConfig};
+pub use pipeline::{align_down, resume_tick, Pipeline, PipelineConfig};
 
 use std::sync::Arc;
 

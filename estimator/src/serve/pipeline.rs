@@ -8,6 +8,8 @@
 //! value at the same timestamp, or an older timestamp, is refused).
 
 use std::sync::Arc;
+
+use anyhow::Context;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use greenpipe_common::model::ModelFile;
@@ -18,7 +20,7 @@ use crate::attribution::IdleSplit;
 use crate::endpoint::Endpoint;
 use crate::estimate::{estimate_tick, tick_series};
 use crate::models;
-use crate::promql::{decode_matrix, Answer, Prometheus};
+use crate::promql::{decode_matrix, Answer, Prometheus, RangeSeries};
 use crate::readout::{assemble, QuerySet, Tick};
 use crate::remote_write::{BatchLimits, RetryPolicy, Sample, Sender, TimeSeries};
 use crate::shard::Shard;
@@ -68,6 +70,48 @@ pub struct Pipeline {
 /// `t` rounded down to a multiple of `step` (ms).
 pub fn align_down(t_ms: i64, step_ms: i64) -> i64 {
     t_ms.div_euclid(step_ms) * step_ms
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_700_000_000_500;
+    const HOUR: i64 = 3_600_000;
+
+    #[test]
+    fn a_plausible_marker_is_the_resume_point() {
+        let v = 1_699_999_990.0;
+        assert_eq!(
+            resume_tick(v, 1000, NOW, HOUR).unwrap(),
+            Some(1_699_999_990_000)
+        );
+        // Written with --interval 1s, read with 15s: rounded down to a 15 s tick.
+        assert_eq!(
+            resume_tick(1_699_999_991.0, 15_000, NOW, HOUR).unwrap(),
+            Some(1_699_999_980_000)
+        );
+    }
+
+    #[test]
+    fn a_bogus_marker_is_not_trusted() {
+        // The 1.8e19 abandoned ticks came from markers like these.
+        for v in [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -1.0,
+            1.0,
+            1e300,
+        ] {
+            assert!(resume_tick(v, 1000, NOW, HOUR).is_err(), "{v}");
+        }
+        let stale = (NOW - 2 * HOUR) as f64 / 1000.0;
+        assert!(resume_tick(stale, 1000, NOW, HOUR).is_err());
+        let future = (NOW + HOUR) as f64 / 1000.0;
+        assert_eq!(resume_tick(future, 1000, NOW, HOUR).unwrap(), None);
+    }
 }
 
 fn now_ms() -> i64 {
@@ -160,7 +204,8 @@ impl Pipeline {
                 step,
             ) + step;
             let first = if next_tick < horizon {
-                let lost = (horizon - next_tick) / step;
+                // Bounded by the horizon: a resume point can never make this absurd.
+                let lost = horizon.saturating_sub(next_tick) / step;
                 warn!(
                     ticks = lost,
                     "ticks older than --backfill.max-age are given up"
@@ -246,24 +291,21 @@ impl Pipeline {
         let q = &self.queries;
         let labels = async {
             match &q.node_labels {
-                Some(query) => self
-                    .query_source("node_labels", query, first, last)
-                    .await
-                    .map(Some),
-                None => Ok(None),
+                Some(query) => Some(self.query(&self.source, query, first, last).await),
+                None => None,
             }
         };
-        let (node, container, labels) = tokio::try_join!(
-            self.query_source("node_features", &q.node, first, last),
-            self.query_source("container_features", &q.container, first, last),
+        // All three run to the end (each bounded by --http.timeout) so each is counted once.
+        let (node, container, labels) = tokio::join!(
+            self.query(&self.source, &q.node, first, last),
+            self.query(&self.source, &q.container, first, last),
             labels,
-        )?;
-        let node = decode_matrix(&node)?;
-        let container = decode_matrix(&container)?;
-        let labels = match &labels {
-            Some(body) => decode_matrix(body)?,
-            None => Vec::new(),
-        };
+        );
+        let node = self.decode("node_features", &node);
+        let container = self.decode("container_features", &container);
+        let labels = labels.as_ref().map(|l| self.decode("node_labels", l));
+        let (node, container) = (node?, container?);
+        let labels = labels.transpose()?.unwrap_or_default();
         let count = ((last - first) / step.as_millis() as i64 + 1) as usize;
         Ok(assemble(
             first,
@@ -276,42 +318,44 @@ impl Pipeline {
         ))
     }
 
-    async fn query_source(
-        &self,
-        name: &str,
-        query: &str,
-        first: i64,
-        last: i64,
-    ) -> anyhow::Result<Vec<u8>> {
-        self.query(&self.source, name, query, first, last).await
-    }
-
     async fn query(
         &self,
         api: &Prometheus,
-        name: &str,
         query: &str,
         first: i64,
         last: i64,
-    ) -> anyhow::Result<Vec<u8>> {
-        let result = api
-            .query_range(query, first, last, self.config.interval)
-            .await;
-        self.account(name, result)
+    ) -> anyhow::Result<Answer> {
+        api.query_range(query, first, last, self.config.interval)
+            .await
     }
 
-    fn account(&self, name: &str, result: anyhow::Result<Answer>) -> anyhow::Result<Vec<u8>> {
-        let outcome = if result.is_ok() { "ok" } else { "error" };
+    /// Decodes an answer and counts the query's outcome: `ok` only when the request succeeded
+    /// and the body decoded, so a proxy answering garbage shows as errors, not successes.
+    fn decode<'a>(
+        &self,
+        name: &str,
+        result: &'a anyhow::Result<Answer>,
+    ) -> anyhow::Result<Vec<RangeSeries<'a>>> {
+        let decoded = match result {
+            Ok(answer) => decode_matrix(&answer.body),
+            Err(e) => Err(anyhow::anyhow!("{e:#}")),
+        };
+        self.count(name, result, decoded.is_ok());
+        decoded.with_context(|| format!("query {name}"))
+    }
+
+    fn count(&self, name: &str, result: &anyhow::Result<Answer>, ok: bool) {
+        let outcome = if ok { "ok" } else { "error" };
         self.telemetry
             .queries
             .with_label_values(&[name, outcome])
             .inc();
-        let answer = result.map_err(|e| e.context(format!("query {name}")))?;
-        self.telemetry
-            .query_duration
-            .with_label_values(&[name])
-            .observe(answer.elapsed.as_secs_f64());
-        Ok(answer.body)
+        if let (true, Ok(answer)) = (ok, result) {
+            self.telemetry
+                .query_duration
+                .with_label_values(&[name])
+                .observe(answer.elapsed.as_secs_f64());
+        }
     }
 
     /// The last tick this shard wrote, from its marker series within the backfill horizon.
@@ -324,12 +368,52 @@ impl Pipeline {
             self.config.shard
         );
         // An instant query: VictoriaMetrics answers a one-point range query at "now" with nothing.
-        let body = self.account("progress", self.progress.query(&query, now_ms()).await)?;
-        let matrix = decode_matrix(&body)?;
-        Ok(matrix
-            .first()
-            .and_then(|s| s.points.last())
-            .map(|&(_, v)| (v * 1000.0).round() as i64)
-            .filter(|t| *t > 0))
+        let answer = self.progress.query(&query, now_ms()).await;
+        // A marker value that cannot be a tick makes the answer an error, like one that does not
+        // decode: both mean the progress API cannot be trusted right now.
+        let resume = match &answer {
+            Ok(a) => decode_matrix(&a.body).and_then(|matrix| {
+                match matrix.first().and_then(|s| s.points.last()) {
+                    None => Ok(None),
+                    Some(&(_, value)) => resume_tick(
+                        value,
+                        self.step_ms(),
+                        now_ms(),
+                        self.config.backfill_max_age.as_millis() as i64,
+                    ),
+                }
+            }),
+            Err(e) => Err(anyhow::anyhow!("{e:#}")),
+        };
+        self.count("progress", &answer, resume.is_ok());
+        resume.context("query progress")
     }
+}
+
+/// The tick to resume after, from the newest marker value (the tick's Unix time in seconds) found
+/// in the last `window_ms`. A value that cannot be such a tick (NaN, infinite, older than the
+/// window the query looked at) is an error, so the resume is retried rather than trusted and the
+/// abandoned-tick count stays bounded; a marker in the future (another writer, or this machine's
+/// clock went back) is ignored with a warning and the estimator starts live. Markers written with
+/// another `--interval` are rounded down to this one's ticks.
+pub fn resume_tick(
+    value: f64,
+    step_ms: i64,
+    now_ms: i64,
+    window_ms: i64,
+) -> anyhow::Result<Option<i64>> {
+    let oldest = now_ms - window_ms - step_ms;
+    anyhow::ensure!(
+        value.is_finite() && value * 1000.0 >= oldest as f64 && value < 1e13,
+        "progress marker value {value} is not a tick time of the last {window_ms} ms"
+    );
+    let tick = align_down((value * 1000.0).round() as i64, step_ms);
+    if tick > now_ms + step_ms {
+        warn!(
+            marker_ms = tick,
+            now_ms, "the newest progress marker is in the future; ignoring it and starting live"
+        );
+        return Ok(None);
+    }
+    Ok(Some(tick))
 }
