@@ -207,7 +207,11 @@ fn containerfile_parses_and_builds_both_binaries() {
         );
     }
     let containerfile = std::fs::read_to_string(&file).unwrap();
-    for bin in ["greenpipe-exporter", "greenpipe-estimator"] {
+    for bin in [
+        "greenpipe-exporter",
+        "greenpipe-estimator",
+        "greenpipe-carbon",
+    ] {
         assert!(
             containerfile.contains(&format!("--bin {bin}")),
             "Containerfile does not build {bin}"
