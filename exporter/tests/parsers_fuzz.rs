@@ -120,7 +120,7 @@ proptest! {
         }
         text.push_str(&format!("8 99 sdz 1 0 {bad} 0 1 0 1 0 0 0 0\n"));
         let config = Config::for_paths(Paths { procfs: dir.path().into(), sysfs: sys, cgroupfs: dir.path().into() }, "n");
-        let mut filter = diskstats::DiskFilter::new(&config);
+        let mut filter = diskstats::DiskFilter::new(&config.context());
         let (totals, malformed) = diskstats::whole_disk_totals(&text, &mut filter);
         prop_assert_eq!(malformed, 1);
         prop_assert_eq!(totals.devices.len(), sectors.len());
