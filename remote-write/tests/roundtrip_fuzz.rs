@@ -26,7 +26,10 @@ fn series() -> impl Strategy<Value = TimeSeries> {
     })
 }
 
-fn bits(series: &[TimeSeries]) -> Vec<(Vec<(Vec<u8>, Vec<u8>)>, Vec<(u64, i64)>)> {
+/// A series as comparable bits: label byte pairs, then (value bits, timestamp) pairs.
+type SeriesBits = (Vec<(Vec<u8>, Vec<u8>)>, Vec<(u64, i64)>);
+
+fn bits(series: &[TimeSeries]) -> Vec<SeriesBits> {
     series
         .iter()
         .map(|ts| {

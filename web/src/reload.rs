@@ -32,8 +32,11 @@ pub struct Settings {
     pub rate_limit: Option<(Duration, u32)>,
     /// HTTP/2 offered over TLS.
     pub http2: bool,
-    stamps: Vec<(PathBuf, Option<Stamp>)>,
+    stamps: Stamps,
 }
+
+/// Each watched file and what `stat` said about it (`None`: missing).
+type Stamps = Vec<(PathBuf, Option<Stamp>)>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
@@ -102,7 +105,7 @@ pub struct WebConfig {
     current: RwLock<Arc<Settings>>,
     tls_at_start: bool,
     /// The stamps of the last version that failed to load, so one bad version is logged once.
-    failed: Mutex<Option<Vec<(PathBuf, Option<Stamp>)>>>,
+    failed: Mutex<Option<Stamps>>,
 }
 
 impl std::fmt::Debug for WebConfig {

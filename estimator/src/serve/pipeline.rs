@@ -72,48 +72,6 @@ pub fn align_down(t_ms: i64, step_ms: i64) -> i64 {
     t_ms.div_euclid(step_ms) * step_ms
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const NOW: i64 = 1_700_000_000_500;
-    const HOUR: i64 = 3_600_000;
-
-    #[test]
-    fn a_plausible_marker_is_the_resume_point() {
-        let v = 1_699_999_990.0;
-        assert_eq!(
-            resume_tick(v, 1000, NOW, HOUR).unwrap(),
-            Some(1_699_999_990_000)
-        );
-        // Written with --interval 1s, read with 15s: rounded down to a 15 s tick.
-        assert_eq!(
-            resume_tick(1_699_999_991.0, 15_000, NOW, HOUR).unwrap(),
-            Some(1_699_999_980_000)
-        );
-    }
-
-    #[test]
-    fn a_bogus_marker_is_not_trusted() {
-        // The 1.8e19 abandoned ticks came from markers like these.
-        for v in [
-            f64::NAN,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            0.0,
-            -1.0,
-            1.0,
-            1e300,
-        ] {
-            assert!(resume_tick(v, 1000, NOW, HOUR).is_err(), "{v}");
-        }
-        let stale = (NOW - 2 * HOUR) as f64 / 1000.0;
-        assert!(resume_tick(stale, 1000, NOW, HOUR).is_err());
-        let future = (NOW + HOUR) as f64 / 1000.0;
-        assert_eq!(resume_tick(future, 1000, NOW, HOUR).unwrap(), None);
-    }
-}
-
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -416,4 +374,46 @@ pub fn resume_tick(
         return Ok(None);
     }
     Ok(Some(tick))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_700_000_000_500;
+    const HOUR: i64 = 3_600_000;
+
+    #[test]
+    fn a_plausible_marker_is_the_resume_point() {
+        let v = 1_699_999_990.0;
+        assert_eq!(
+            resume_tick(v, 1000, NOW, HOUR).unwrap(),
+            Some(1_699_999_990_000)
+        );
+        // Written with --interval 1s, read with 15s: rounded down to a 15 s tick.
+        assert_eq!(
+            resume_tick(1_699_999_991.0, 15_000, NOW, HOUR).unwrap(),
+            Some(1_699_999_980_000)
+        );
+    }
+
+    #[test]
+    fn a_bogus_marker_is_not_trusted() {
+        // The 1.8e19 abandoned ticks came from markers like these.
+        for v in [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -1.0,
+            1.0,
+            1e300,
+        ] {
+            assert!(resume_tick(v, 1000, NOW, HOUR).is_err(), "{v}");
+        }
+        let stale = (NOW - 2 * HOUR) as f64 / 1000.0;
+        assert!(resume_tick(stale, 1000, NOW, HOUR).is_err());
+        let future = (NOW + HOUR) as f64 / 1000.0;
+        assert_eq!(resume_tick(future, 1000, NOW, HOUR).unwrap(), None);
+    }
 }
