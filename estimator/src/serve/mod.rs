@@ -39,6 +39,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             config.web,
             std::future::pending(),
         );
+        // SIGHUP re-reads the model files (it used to end the process, its default action).
+        let reload = pipeline.reload_flag();
+        let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("installing the SIGHUP handler")?;
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                info!("SIGHUP: model files are read again at the next tick boundary");
+                reload.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
         tokio::select! {
             r = server => r?,
             r = pipeline.run() => r?,
@@ -48,7 +58,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     match signal(SignalKind::terminate()) {
         Ok(mut term) => {
