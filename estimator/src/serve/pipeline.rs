@@ -522,6 +522,17 @@ pub fn resume_tick(
     Ok(Some(tick))
 }
 
+/// Sets the loaded-models gauge to exactly the models of `models`, by their versioned label.
+fn show_models(telemetry: &Telemetry, models: &ModelFile) {
+    telemetry.models_loaded.reset();
+    for m in &models.models {
+        telemetry
+            .models_loaded
+            .with_label_values(&[&m.label()])
+            .set(1.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,16 +572,5 @@ mod tests {
         assert!(resume_tick(stale, 1000, NOW, HOUR).is_err());
         let future = (NOW + HOUR) as f64 / 1000.0;
         assert_eq!(resume_tick(future, 1000, NOW, HOUR).unwrap(), None);
-    }
-}
-
-/// Sets the loaded-models gauge to exactly the models of `models`, by their versioned label.
-fn show_models(telemetry: &Telemetry, models: &ModelFile) {
-    telemetry.models_loaded.reset();
-    for m in &models.models {
-        telemetry
-            .models_loaded
-            .with_label_values(&[&m.label()])
-            .set(1.0);
     }
 }
