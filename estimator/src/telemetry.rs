@@ -22,6 +22,8 @@ pub struct Telemetry {
     pub last_tick: Gauge,
     /// PromQL requests by query and outcome.
     pub queries: IntCounterVec,
+    /// Warnings in successful PromQL answers, by query.
+    pub query_warnings: IntCounterVec,
     /// PromQL request durations by query.
     pub query_duration: HistogramVec,
     /// Samples accepted by the receiver.
@@ -111,6 +113,7 @@ impl Telemetry {
             lag_seconds: gauge(&c::LAG_SECONDS),
             last_tick: gauge(&c::LAST_TICK_TIMESTAMP_SECONDS),
             queries: counter_vec(&c::QUERIES_TOTAL),
+            query_warnings: counter_vec(&c::QUERY_WARNINGS_TOTAL),
             query_duration,
             samples_written: counter(&c::SAMPLES_WRITTEN_TOTAL),
             samples_retried: counter(&c::SAMPLES_RETRIED_TOTAL),
@@ -150,6 +153,7 @@ mod contract_tests {
         let t = Telemetry::new();
         // A vec family is encoded only once it has a series.
         t.queries.with_label_values(&["q", "ok"]).inc();
+        t.query_warnings.with_label_values(&["q"]).inc();
         t.query_duration.with_label_values(&["q"]).observe(0.1);
         t.samples_dropped.with_label_values(&["http_400"]).inc();
         t.remote_write_requests.with_label_values(&["200"]).inc();
@@ -173,6 +177,6 @@ mod contract_tests {
             }
         }
         // Every family of the estimator's own /metrics (contract::estimator) was seen.
-        assert_eq!(seen, 16, "{text}");
+        assert_eq!(seen, 17, "{text}");
     }
 }
