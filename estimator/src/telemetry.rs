@@ -104,8 +104,14 @@ impl Telemetry {
         registry
             .register(Box::new(model_reload_success.clone()))
             .expect("unique metric");
+        let model_reloads = counter_vec(&c::MODEL_RELOADS_TOTAL);
+        // Both outcomes exist from the start, so increase() over them is 0 rather than empty
+        // until the first reload.
+        for outcome in ["applied", "refused"] {
+            model_reloads.with_label_values(&[outcome]);
+        }
         Telemetry {
-            model_reloads: counter_vec(&c::MODEL_RELOADS_TOTAL),
+            model_reloads,
             model_reload_success,
             ticks: counter(&c::TICKS_TOTAL),
             ticks_backfilled: counter(&c::TICKS_BACKFILLED_TOTAL),
