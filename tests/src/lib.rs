@@ -29,6 +29,19 @@ pub fn free_port() -> u16 {
         .expect("binding an ephemeral loopback port")
 }
 
+/// Sum of the series of `name` on the `/metrics` page at `url` whose label text contains
+/// `labels` (0 when absent or unreachable).
+pub fn self_metric(url: &str, name: &str, labels: &str) -> f64 {
+    let text = reqwest::blocking::get(url)
+        .and_then(|r| r.text())
+        .unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter(|l| l.contains(labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// Polls `f` every 100 ms until it returns `Some` or `timeout` passes.
 pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + timeout;

@@ -472,13 +472,10 @@ fn shard_replicas_read_only_their_nodes_and_together_write_what_one_replica_writ
         // What each replica asked for: every feature query, asked again of the server that
         // holds the whole fleet, selects only nodes of its own shard.
         for (replica, own) in [(pair, &nodes_a), (pair + 1, &nodes_b)] {
+            // A replica catching up reads several ticks per query, so the count of queries
+            // varies with the machine's load; what may not vary is whose nodes they select.
             let queries = replicas[replica].1.range_queries();
-            assert!(
-                queries.len() >= 10,
-                "{}: {} range queries",
-                plans[replica].0,
-                queries.len()
-            );
+            let mut read = BTreeSet::new();
             for q in &queries {
                 let selected = nodes_selected(&all.url, q);
                 assert!(
@@ -487,7 +484,15 @@ fn shard_replicas_read_only_their_nodes_and_together_write_what_one_replica_writ
                     plans[replica].0,
                     q[0]
                 );
+                read.extend(selected);
             }
+            assert_eq!(
+                &read,
+                own,
+                "{}: nodes read by its {} range queries",
+                plans[replica].0,
+                queries.len()
+            );
         }
     }
     drop(exporters);

@@ -254,14 +254,7 @@ fn start_estimator(
 impl Estimator {
     /// Sum of a self metric's series whose label text contains `labels` (0 when absent).
     fn metric(&self, name: &str, labels: &str) -> f64 {
-        let text = reqwest::blocking::get(&self.metrics_url)
-            .and_then(|r| r.text())
-            .unwrap_or_default();
-        text.lines()
-            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-            .filter(|l| l.contains(labels))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        greenpipe_tests::self_metric(&self.metrics_url, name, labels)
     }
 }
 
