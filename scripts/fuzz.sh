@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target in fuzz/ for a bounded time and records executions and crashes.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]        (default 60)
-# Stable Rust has no -Z flags, so this builds with RUSTC_BOOTSTRAP=1 and the flags `cargo fuzz
-# build` passes (sanitizer coverage for libFuzzer, debug assertions and overflow checks on; no
-# AddressSanitizer: the parsers are safe Rust, panics and overflows are what is looked for).
+# Builds on plain stable Rust with the flags `cargo fuzz build --sanitizer none` passes (all -C
+# flags: sanitizer coverage for libFuzzer, debug assertions and overflow checks on). No
+# AddressSanitizer (that needs nightly's -Zsanitizer): the parsers are safe Rust, panics and
+# overflows are what is looked for. Not run by CI (tests/tests/fuzz_targets_replay.rs is).
 # With nightly and cargo-fuzz: `cd fuzz && cargo fuzz run <target>` runs the same targets.
 # Crashing inputs land in fuzz/artifacts/<target>/; keep each as a regression test beside the
 # parser's property tests. Results: fuzz/results.tsv.
@@ -11,7 +12,6 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 seconds="${1:-60}"
 cd "$root/fuzz"
-export RUSTC_BOOTSTRAP=1
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks"

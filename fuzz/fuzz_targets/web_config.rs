@@ -1,5 +1,3 @@
 //! --web.config.file (exporter-toolkit YAML).
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let _ = greenpipe_web::config::WebConfigFile::parse(&String::from_utf8_lossy(data), "fuzz");
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| greenpipe_fuzz::web_config(data));
