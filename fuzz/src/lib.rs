@@ -8,8 +8,11 @@ use greenpipe_exporter::collector::cgroup::parse as cg;
 use greenpipe_exporter::collector::{cpu, diskstats, meminfo, netdev, vmstat};
 use greenpipe_exporter::meter::{shelly, tasmota};
 
+/// A target: bytes in, a panic on a defect.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, as the `[[bin]]`s in fuzz/Cargo.toml are named.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("proc_files", proc_files),
     ("cgroup_files", cgroup_files),
     ("smart_plugs", smart_plugs),
@@ -58,9 +61,12 @@ pub fn smart_plugs(data: &[u8]) {
     let Ok(doc) = serde_json::from_slice::<serde_json::Value>(data) else {
         return;
     };
-    for r in [shelly::parse(&doc, "http://p"), tasmota::parse(&doc, "http://p")]
-        .into_iter()
-        .flatten()
+    for r in [
+        shelly::parse(&doc, "http://p"),
+        tasmota::parse(&doc, "http://p"),
+    ]
+    .into_iter()
+    .flatten()
     {
         assert!(r.power_watts.is_some_and(f64::is_finite), "{doc}");
     }
@@ -78,7 +84,11 @@ pub fn remote_write(data: &[u8]) {
     if let Ok(req) = decode(data) {
         let body = encode(req.timeseries);
         let again = decode(&body).expect("our own body decodes");
-        assert_eq!(encode(again.timeseries), body, "re-encoding changed the body");
+        assert_eq!(
+            encode(again.timeseries),
+            body,
+            "re-encoding changed the body"
+        );
     }
 }
 

@@ -71,8 +71,12 @@ fn start_proxy(upstream: String, fault: Arc<AtomicU8>) -> (String, Arc<AtomicU64
             let client = reqwest::Client::new();
             let app = axum::Router::new().fallback(
                 move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-                    let (client, upstream, fault, counted) =
-                        (client.clone(), upstream.clone(), fault.clone(), counted.clone());
+                    let (client, upstream, fault, counted) = (
+                        client.clone(),
+                        upstream.clone(),
+                        fault.clone(),
+                        counted.clone(),
+                    );
                     async move {
                         let f = fault.load(Ordering::SeqCst);
                         let is_write = uri.path() == "/api/v1/write";

@@ -174,7 +174,9 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         }
         "promql_answer" => {
             out.push(br#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"greenpipe_node_cpu_seconds_total","node":"pi-01","mode":"user"},"values":[[1700000000,"1.5"],[1700000015.5,"NaN"],[1700000030,"+Inf"]]},{"metric":{"node":"pi-02"},"values":[[1700000000,"-Inf"]]}]}}"#.to_vec());
-            out.push(br#"{"status":"error","errorType":"bad_data","error":"parse error"}"#.to_vec());
+            out.push(
+                br#"{"status":"error","errorType":"bad_data","error":"parse error"}"#.to_vec(),
+            );
             out.push(br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000000,"3"]}]}}"#.to_vec());
         }
         "remote_write" => {
@@ -198,7 +200,6 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
                         timestamp: 1_700_000_000_000 + i as i64 * 15_000,
                     })
                     .collect(),
-                ..Default::default()
             };
             out.push(encode(vec![
                 series("greenpipe_node_power_watts", &[3.2, 3.4, f64::NAN]),
@@ -214,7 +215,10 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
                 .map(|t| {
                     let mut features = FeatureValues::default();
                     for (i, f) in Feature::ALL.into_iter().enumerate() {
-                        features.set(f, (t % 2 == 0 || i % 3 != 0).then_some(i as f64 * 1.5 + t as f64));
+                        features.set(
+                            f,
+                            (t % 2 == 0 || i % 3 != 0).then_some(i as f64 * 1.5 + t as f64),
+                        );
                     }
                     TraceRow {
                         timestamp: 1_700_000_000.0 + t as f64,
@@ -273,6 +277,9 @@ fn every_fuzz_target_survives_its_seeds_and_their_mutations() {
             }
             executions += 1;
         }
-        println!("{name}: {executions} executions, {} seeds, 0 crashes", seeds.len());
+        println!(
+            "{name}: {executions} executions, {} seeds, 0 crashes",
+            seeds.len()
+        );
     }
 }
