@@ -3,7 +3,8 @@
 # (handshake + scrape, what Prometheus does when keep-alive is off or the connection was closed)
 # vs TLS on a kept-alive connection (scrape only). Reads the exporter's utime+stime from
 # /proc/<pid>/stat around N scrapes; the sampler runs once an hour so it does not add noise.
-#   scripts/measure-tls-cost.sh [N] [EXPORTER_BINARY]     (default 400, target/debug)
+#   scripts/measure-tls-cost.sh [N] [EXPORTER_BINARY]     (default 400, target/debug; an absolute path:
+#   the script runs in a temporary directory)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 n="${1:-400}"
