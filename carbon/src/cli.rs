@@ -1,4 +1,4 @@
-//! `greenpipe-estimator carbon ...`: the command-line face of this crate.
+//! `greenpipe-carbon ...`: the command-line face of this crate.
 
 use crate::backtest;
 use crate::controller::{self, Settings, ZoneMap};
@@ -236,13 +236,6 @@ struct BacktestArgs {
 
 /// Runs a `carbon` subcommand.
 pub fn run(args: Args) -> Result<()> {
-    // Keeps the caller's subscriber if it installed one (the estimator's `serve` may).
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
     match args.command {
         Command::Backtest(a) => run_backtest(a),
         Command::Intensity(a) => runtime()?.block_on(run_intensity(a)),

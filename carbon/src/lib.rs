@@ -10,7 +10,8 @@
 //! * [`queries`]: best zone, best start window, low-since.
 //! * [`sink`]: where the intensity metric goes (remote write).
 //!
-//! The estimator binary exposes all of it as `greenpipe-estimator carbon ...` through [`cli::run`].
+//! The `greenpipe-carbon` binary (`src/main.rs`) exposes all of it through [`cli::run`]; it is
+//! a binary of its own so that the estimator does not link the Kubernetes client.
 #![deny(missing_docs)]
 
 pub mod backtest;
@@ -63,6 +64,9 @@ pub enum Error {
         /// The transport error.
         source: reqwest::Error,
     },
+    /// A secret file that cannot be read or is empty.
+    #[error(transparent)]
+    Secret(#[from] greenpipe_common::secret::SecretError),
     /// Reading a file.
     #[error("{path}: {source}")]
     Io {

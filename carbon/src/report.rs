@@ -1,8 +1,7 @@
 //! The backtest report: `summary.csv`, `report.md` and PNG plots (plotters, bitmap backend).
 //!
-//! Text in plots needs a TrueType font; plotters' `ab_glyph` backend is pure Rust and takes the
-//! font bytes from us, so we load DejaVu Sans (Debian `fonts-dejavu-core`, installed by
-//! scripts/setup.sh). Without it the plots are drawn without text and the report says so.
+//! Text in plots needs a TrueType font (`greenpipe_common::plot_font`). Without it the plots are
+//! drawn without text and the report says so.
 
 use crate::backtest::{improvement, Row, ZoneResult, METHODS, SUMMARY_HEADER};
 use anyhow::{Context, Result};
@@ -10,28 +9,11 @@ use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::path::Path;
 
-const FONT_PATHS: [&str; 2] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-];
 const COLORS: [RGBColor; 3] = [
     RGBColor(230, 120, 20),
     RGBColor(120, 120, 220),
     RGBColor(20, 150, 60),
 ];
-
-fn register_font() -> bool {
-    for path in FONT_PATHS {
-        if let Ok(bytes) = std::fs::read(path) {
-            // plotters keeps a `&'static [u8]`: the font lives for the whole process anyway.
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
-                return true;
-            }
-        }
-    }
-    false
-}
 
 /// Writes `summary.csv`, `report.md` and the plots into `dir`; returns the summary rows.
 pub fn write(
@@ -50,7 +32,7 @@ pub fn write(
     let summary = dir.join("summary.csv");
     std::fs::write(&summary, csv).with_context(|| format!("writing {}", summary.display()))?;
 
-    let fonts = register_font();
+    let fonts = greenpipe_common::plot_font::register_sans_serif().is_ok();
     let mut md = String::from("# Carbon-intensity forecast backtest\n\n");
     let _ = writeln!(
         md,
@@ -61,7 +43,7 @@ pub fn write(
         let _ = writeln!(
             md,
             "_No TrueType font found ({}): plots have no text._\n",
-            FONT_PATHS.join(", ")
+            greenpipe_common::plot_font::FONT_PATHS.join(", ")
         );
     }
     let _ = writeln!(md, "| zone | missing hours | samples | naive daily MAPE % | naive weekly MAPE % | regression MAPE % | improvement at {trace_horizon} h | goal ≥ 20 % |");

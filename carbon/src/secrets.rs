@@ -1,24 +1,13 @@
-//! API credentials: read from a file or an environment variable, never from the command line
-//! (where `ps` and shell history would show them).
+//! API credentials: read from a file (`greenpipe_common::secret`) or an environment variable,
+//! never from the command line (where `ps` and shell history would show them).
 
 use std::path::Path;
 
-/// Reads a secret: the file wins when given (trailing newline trimmed), else the environment
+/// Reads a secret: the file wins when given (surrounding whitespace trimmed), else the environment
 /// variable. `Ok(None)` when neither is set; an unreadable or empty file is an error.
 pub fn load(file: Option<&Path>, env_var: &str) -> Result<Option<String>, crate::Error> {
     if let Some(path) = file {
-        let text = std::fs::read_to_string(path).map_err(|source| crate::Error::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let secret = text.trim_end_matches(['\n', '\r']).to_string();
-        if secret.is_empty() {
-            return Err(crate::Error::Invalid(format!(
-                "{}: secret file is empty",
-                path.display()
-            )));
-        }
-        return Ok(Some(secret));
+        return Ok(Some(greenpipe_common::secret::read_secret_file(path)?));
     }
     Ok(std::env::var(env_var).ok().filter(|s| !s.is_empty()))
 }

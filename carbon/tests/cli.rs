@@ -1,4 +1,4 @@
-//! End to end through `greenpipe-estimator carbon ...` on the shared carbon series: intensity
+//! End to end through `greenpipe-carbon ...` on the shared carbon series: intensity
 //! written by remote write into a real Prometheus, the placement dry run, and the queries.
 
 use greenpipe_tests::{workspace_binary, workspace_root, Prometheus};
@@ -15,8 +15,7 @@ fn series(zone: &str) -> String {
 }
 
 fn carbon(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(workspace_binary("greenpipe-estimator"))
-        .arg("carbon")
+    let out = Command::new(workspace_binary("greenpipe-carbon"))
         .args(args)
         .output()
         .unwrap();

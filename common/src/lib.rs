@@ -2,11 +2,18 @@
 //!
 //! Everything that two binaries must agree on lives here and only here: metric names and label
 //! keys ([`names`]), the canonical feature set of the trace CSV format ([`features`]) and the
-//! versioned model file ([`model`]). The crate does no I/O beyond (de)serialising strings, so it
-//! can be unit-tested in isolation and used from any binary.
+//! versioned model file ([`model`]). Small helpers that more than one crate needs live here
+//! once: [`linalg`] (Cholesky), [`listen`] (`--web.listen-address`), [`secret`] (secret files)
+//! and, with feature `plots`, [`plot_font`]. The only I/O is reading a secret or font file.
 #![deny(missing_docs)]
 
+pub mod contract;
 pub mod features;
+pub mod linalg;
+pub mod listen;
 pub mod model;
 pub mod names;
+#[cfg(feature = "plots")]
+pub mod plot_font;
+pub mod secret;
 pub mod trace;

@@ -252,7 +252,7 @@ pub mod estimator {
     pub const MODELS_LOADED: &str = "greenpipe_estimator_models_loaded";
 }
 
-/// Grid carbon intensity and carbon-aware placement (written by `greenpipe-estimator carbon`).
+/// Grid carbon intensity and carbon-aware placement (written by `greenpipe-carbon`).
 pub mod carbon {
     /// Gauge, `zone`, `source`, `kind` (`actual`|`forecast`), `horizon_hours` (forecasts only):
     /// grid carbon intensity in grams of CO2(eq) per kWh.

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
+use greenpipe_common::secret::read_secret_file;
 
 /// How requests authenticate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,13 +74,14 @@ impl Endpoint {
             (Some(user), pw, None) => Auth::Basic {
                 username: user.clone(),
                 password: match pw {
-                    Some(path) => read_secret(path)
+                    Some(path) => read_secret_file(path)
                         .with_context(|| format!("--{flag_prefix}.password-file"))?,
                     None => String::new(),
                 },
             },
             (None, None, Some(path)) => {
-                read_secret(path).with_context(|| format!("--{flag_prefix}.bearer-token-file"))?;
+                read_secret_file(path)
+                    .with_context(|| format!("--{flag_prefix}.bearer-token-file"))?;
                 Auth::BearerFile(path.clone())
             }
             (None, Some(_), _) => {
@@ -113,17 +115,9 @@ impl Endpoint {
         Ok(match &self.auth {
             Auth::None => request,
             Auth::Basic { username, password } => request.basic_auth(username, Some(password)),
-            Auth::BearerFile(path) => request.bearer_auth(read_secret(path)?),
+            Auth::BearerFile(path) => request.bearer_auth(read_secret_file(path)?),
         })
     }
-}
-
-fn read_secret(path: &Path) -> anyhow::Result<String> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let secret = text.trim().to_string();
-    anyhow::ensure!(!secret.is_empty(), "{} is empty", path.display());
-    Ok(secret)
 }
 
 fn read_ca(path: &Path) -> anyhow::Result<Vec<reqwest::Certificate>> {

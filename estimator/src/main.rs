@@ -29,8 +29,6 @@ enum Command {
     Validate(offline::cli::ValidateCli),
     /// Leave-one-workload-out for every candidate and baseline, with nested selection.
     Crossval(offline::cli::CrossvalCli),
-    /// Grid carbon intensity: sources, forecasts, backtests, queries and node placement.
-    Carbon(greenpipe_carbon::cli::Args),
 }
 
 fn main() {
@@ -49,7 +47,6 @@ fn main() {
         Command::Train(args) => args.run(),
         Command::Validate(args) => args.run(),
         Command::Crossval(args) => args.run(),
-        Command::Carbon(args) => greenpipe_carbon::cli::run(args),
     };
     if let Err(err) = result {
         eprintln!("greenpipe-estimator: {err:#}");

@@ -144,11 +144,10 @@ pub fn node_expr_matching(f: Feature, w: &str, m: &str) -> String {
     };
     match f {
         Feature::CpuSecondsPerSecond => format!(
-            // guest time is already inside user time in /proc/stat.
             "sum by (node) (rate({}[{w}]))",
             selector(
                 n::CPU_SECONDS_TOTAL,
-                &[m, "mode!~\"idle|iowait|steal|guest|guest_nice\""]
+                &[m, &greenpipe_common::contract::cpu_mode::busy_matcher()]
             )
         ),
         Feature::CpuCyclesPerSecond

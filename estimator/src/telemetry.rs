@@ -1,6 +1,6 @@
 //! The estimator's own metrics, served on `/metrics` by [`crate::http`].
 
-use greenpipe_common::names::{estimator as n, label};
+use greenpipe_common::contract::{estimator as c, Family};
 use prometheus::{
     Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     Opts, Registry, TextEncoder,
@@ -44,105 +44,67 @@ impl Telemetry {
     /// Creates and registers every metric.
     pub fn new() -> Telemetry {
         let registry = Registry::new();
-        let counter = |name: &str, help: &str| {
-            let c = IntCounter::new(name, help).expect("valid metric");
+        let counter = |f: &Family| {
+            let c = IntCounter::new(f.name, f.help).expect("valid metric");
             registry
                 .register(Box::new(c.clone()))
                 .expect("unique metric");
             c
         };
-        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
-            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+        let counter_vec = |f: &Family| {
+            let c = IntCounterVec::new(Opts::new(f.name, f.help), f.labels).expect("valid metric");
             registry
                 .register(Box::new(c.clone()))
                 .expect("unique metric");
             c
         };
-        let gauge = |name: &str, help: &str| {
-            let g = Gauge::new(name, help).expect("valid metric");
+        let gauge = |f: &Family| {
+            let g = Gauge::new(f.name, f.help).expect("valid metric");
             registry
                 .register(Box::new(g.clone()))
                 .expect("unique metric");
             g
         };
-        let nodes_estimated = IntGauge::new(
-            n::NODES_ESTIMATED,
-            "Node estimates written by the last tick.",
-        )
-        .expect("valid metric");
+        let nodes_estimated =
+            IntGauge::new(c::NODES_ESTIMATED.name, c::NODES_ESTIMATED.help).expect("valid metric");
         registry
             .register(Box::new(nodes_estimated.clone()))
             .expect("unique metric");
         let query_duration = HistogramVec::new(
-            HistogramOpts::new(n::QUERY_DURATION_SECONDS, "PromQL request wall time.").buckets(
-                vec![
-                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-                ],
-            ),
-            &[label::QUERY],
+            HistogramOpts::new(
+                c::QUERY_DURATION_SECONDS.name,
+                c::QUERY_DURATION_SECONDS.help,
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ]),
+            c::QUERY_DURATION_SECONDS.labels,
         )
         .expect("valid metric");
         registry
             .register(Box::new(query_duration.clone()))
             .expect("unique metric");
         let models_loaded = GaugeVec::new(
-            Opts::new(
-                n::MODELS_LOADED,
-                "1 for every model loaded from the model file.",
-            ),
-            &[label::MODEL],
+            Opts::new(c::MODELS_LOADED.name, c::MODELS_LOADED.help),
+            c::MODELS_LOADED.labels,
         )
         .expect("valid metric");
         registry
             .register(Box::new(models_loaded.clone()))
             .expect("unique metric");
         Telemetry {
-            ticks: counter(n::TICKS_TOTAL, "Ticks estimated and written."),
-            ticks_backfilled: counter(
-                n::TICKS_BACKFILLED_TOTAL,
-                "Ticks estimated while catching up after an outage.",
-            ),
-            ticks_abandoned: counter(
-                n::TICKS_ABANDONED_TOTAL,
-                "Ticks older than --backfill.max-age, given up.",
-            ),
-            lag_seconds: gauge(
-                n::LAG_SECONDS,
-                "Seconds between now and the last tick written.",
-            ),
-            last_tick: gauge(
-                n::LAST_TICK_TIMESTAMP_SECONDS,
-                "Unix time of the last tick written.",
-            ),
-            queries: counter_vec(
-                n::QUERIES_TOTAL,
-                "PromQL requests by query and outcome.",
-                &[label::QUERY, label::OUTCOME],
-            ),
+            ticks: counter(&c::TICKS_TOTAL),
+            ticks_backfilled: counter(&c::TICKS_BACKFILLED_TOTAL),
+            ticks_abandoned: counter(&c::TICKS_ABANDONED_TOTAL),
+            lag_seconds: gauge(&c::LAG_SECONDS),
+            last_tick: gauge(&c::LAST_TICK_TIMESTAMP_SECONDS),
+            queries: counter_vec(&c::QUERIES_TOTAL),
             query_duration,
-            samples_written: counter(
-                n::SAMPLES_WRITTEN_TOTAL,
-                "Samples accepted by the remote-write receiver.",
-            ),
-            samples_retried: counter(
-                n::SAMPLES_RETRIED_TOTAL,
-                "Samples sent again after a retryable failure.",
-            ),
-            samples_dropped: counter_vec(
-                n::SAMPLES_DROPPED_TOTAL,
-                "Samples given up, by reason.",
-                &[label::REASON],
-            ),
-            remote_write_requests: counter_vec(
-                n::REMOTE_WRITE_REQUESTS_TOTAL,
-                "Remote-write requests by HTTP status or network_error.",
-                &[label::OUTCOME],
-            ),
-            nodes_skipped: counter_vec(
-                n::NODES_SKIPPED_TOTAL,
-                "Node estimates skipped, by reason.",
-                &[label::REASON],
-            ),
+            samples_written: counter(&c::SAMPLES_WRITTEN_TOTAL),
+            samples_retried: counter(&c::SAMPLES_RETRIED_TOTAL),
+            samples_dropped: counter_vec(&c::SAMPLES_DROPPED_TOTAL),
+            remote_write_requests: counter_vec(&c::REMOTE_WRITE_REQUESTS_TOTAL),
+            nodes_skipped: counter_vec(&c::NODES_SKIPPED_TOTAL),
             nodes_estimated,
             models_loaded,
             registry,
@@ -162,5 +124,42 @@ impl Telemetry {
 impl Default for Telemetry {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod contract_tests {
+    use super::*;
+
+    /// Every family on the estimator's `/metrics` is declared in `common::contract`, with the
+    /// declared help and type.
+    #[test]
+    fn every_family_matches_its_declaration() {
+        let t = Telemetry::new();
+        // A vec family is encoded only once it has a series.
+        t.queries.with_label_values(&["q", "ok"]).inc();
+        t.query_duration.with_label_values(&["q"]).observe(0.1);
+        t.samples_dropped.with_label_values(&["http_400"]).inc();
+        t.remote_write_requests.with_label_values(&["200"]).inc();
+        t.nodes_skipped.with_label_values(&["no_model"]).inc();
+        t.models_loaded.with_label_values(&["m"]).set(1.0);
+        let text = t.encode();
+        let mut seen = 0;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let (name, help) = rest.split_once(' ').unwrap();
+                let f = greenpipe_common::contract::family(name)
+                    .unwrap_or_else(|| panic!("{name} is not declared"));
+                assert_eq!(help, f.help, "{name}");
+                seen += 1;
+            }
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                let f = greenpipe_common::contract::family(name).unwrap();
+                assert_eq!(kind, f.kind.as_str(), "{name}");
+            }
+        }
+        // Every family of the estimator's own /metrics (contract::estimator) was seen.
+        assert_eq!(seen, 14, "{text}");
     }
 }

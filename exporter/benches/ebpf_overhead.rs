@@ -241,7 +241,7 @@ fn instructions(id: u32) -> String {
 /// per tick).
 fn tick_with_processes(extra: usize) -> (usize, f64) {
     let mut config = Config::for_paths(Paths::default(), "bench");
-    config.ebpf_per_process = true;
+    config.options.ebpf.per_process = true;
     let mut sampler = Sampler::new(config).expect("sampler");
     // Their own process group, so they all go with one kill of that group's id.
     let mut sleepers = std::os::unix::process::CommandExt::process_group(
@@ -297,7 +297,7 @@ fn main() {
     let base = switch_storm(seconds, None);
     let off = exporter_during_storm(Config::for_paths(Paths::default(), "bench"), seconds);
     let mut config = Config::for_paths(Paths::default(), "bench");
-    config.ebpf_per_process = true;
+    config.options.ebpf.per_process = true;
     let on = exporter_during_storm(config, seconds);
 
     // The kernel's own accounting of our programs' run time, per-process off and on side by

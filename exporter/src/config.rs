@@ -6,12 +6,13 @@
 //! in a DaemonSet must fail at start, not silently run with defaults.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
+use greenpipe_common::listen::parse_listen_address;
 use serde::Deserialize;
 
 use crate::collector::{self, REGISTRY};
@@ -47,33 +48,16 @@ pub struct Cli {
     /// Sampling interval, e.g. `1s`, `500ms` [default: 1s].
     #[arg(long = "collection.interval")]
     pub interval: Option<String>,
-    /// Per-process metrics: how many processes (top by CPU) to export [default: 10].
-    #[arg(long = "collector.process.top-n")]
-    pub process_top_n: Option<usize>,
-    /// Also export the loopback interface in node network metrics.
-    #[arg(long = "collector.netdev.include-loopback")]
-    pub netdev_include_loopback: bool,
-    /// Also count loop, ram and zram devices in node disk metrics.
-    #[arg(long = "collector.diskstats.include-virtual")]
-    pub diskstats_include_virtual: bool,
-    /// eBPF: also account CPU, page cache, disk and network per process and export the top-N
-    /// (--collector.process.top-n) with source="bpf".
-    #[arg(long = "collector.ebpf.per-process")]
-    pub ebpf_per_process: bool,
-    /// eBPF per-process map bound (LRU; the least recently active process is evicted beyond
-    /// it) [default: 8192].
-    #[arg(long = "collector.ebpf.max-processes")]
-    pub ebpf_max_processes: Option<u32>,
+    /// Every collector's own options (`--collector.<name>.<option>`), declared in its module.
+    #[command(flatten)]
+    pub collector_options: collector::Options,
     /// Optional TOML configuration file.
     #[arg(long = "config.file", global = true)]
     pub config_file: Option<PathBuf>,
     /// Log filter (`error`, `warn`, `info`, `debug`, or a tracing filter expression).
     #[arg(long = "log.level", default_value = "info", global = true)]
     pub log_level: String,
-    /// Power meter to read, KIND:TARGET (repeatable): um24c|um25c|um34c:/dev/rfcomm0,
-    /// hwmon:auto, rapl:auto, shelly:http://HOST, tasmota:http://HOST. Replaces the file's
-    /// [[meters]].
-    #[arg(long = "meter", value_name = "KIND:TARGET", global = true)]
+    #[arg(long = "meter", value_name = "KIND:TARGET", global = true, help = crate::meter::flag_help())]
     pub meters: Vec<String>,
     /// Longest wait for a meter reading per tick, e.g. `500ms` [default: 500ms].
     #[arg(long = "meter.timeout", global = true)]
@@ -107,18 +91,10 @@ pub struct FileConfig {
     /// `[collectors]`: collector name = true/false.
     #[serde(default)]
     pub collectors: BTreeMap<String, bool>,
-    /// `[process]` section.
-    #[serde(default)]
-    pub process: ProcessFile,
-    /// `[netdev]` section.
-    #[serde(default)]
-    pub netdev: NetdevFile,
-    /// `[diskstats]` section.
-    #[serde(default)]
-    pub diskstats: DiskstatsFile,
-    /// `[ebpf]` section.
-    #[serde(default)]
-    pub ebpf: EbpfFile,
+    /// Every collector's own section (`[process]`, `[ebpf]`, ...); filled from the sections
+    /// named in [`collector::Options::SECTIONS`], see [`FileConfig::parse`].
+    #[serde(skip)]
+    pub collector_options: collector::Options,
     /// `[[meters]]`: power meters to read.
     #[serde(default)]
     pub meters: Vec<MeterFile>,
@@ -160,38 +136,21 @@ pub struct PathsFile {
     pub cgroupfs: Option<PathBuf>,
 }
 
-/// `[process]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProcessFile {
-    /// Top-N processes by CPU to export.
-    pub top_n: Option<usize>,
-}
-
-/// `[netdev]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NetdevFile {
-    /// Also export `lo`.
-    pub include_loopback: Option<bool>,
-}
-
-/// `[diskstats]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DiskstatsFile {
-    /// Also count loop, ram and zram devices.
-    pub include_virtual: Option<bool>,
-}
-
-/// `[ebpf]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EbpfFile {
-    /// Per-process accounting.
-    pub per_process: Option<bool>,
-    /// Per-process map bound.
-    pub max_processes: Option<u32>,
+impl FileConfig {
+    /// Parses the file. The collectors' sections go to their own options types, the rest to
+    /// [`FileConfig`]; unknown keys in either are errors.
+    pub fn parse(text: &str) -> anyhow::Result<FileConfig> {
+        let mut table: toml::Table = toml::from_str(text)?;
+        let mut sections = toml::Table::new();
+        for name in collector::Options::SECTIONS {
+            if let Some(section) = table.remove(*name) {
+                sections.insert((*name).to_string(), section);
+            }
+        }
+        let mut file: FileConfig = toml::Value::Table(table).try_into()?;
+        file.collector_options = toml::Value::Table(sections).try_into()?;
+        Ok(file)
+    }
 }
 
 /// The validated configuration the exporter runs with.
@@ -211,16 +170,8 @@ pub struct Config {
     pub collectors: Vec<&'static str>,
     /// Collectors the user enabled explicitly: a failure to build one of these stops start-up.
     pub explicit: BTreeSet<&'static str>,
-    /// Per-process metrics: top-N by CPU.
-    pub process_top_n: usize,
-    /// Export `lo` in node network metrics.
-    pub netdev_include_loopback: bool,
-    /// Count loop, ram and zram devices in node disk metrics.
-    pub diskstats_include_virtual: bool,
-    /// eBPF per-process accounting (top-N by CPU exported, `process_top_n`).
-    pub ebpf_per_process: bool,
-    /// eBPF per-process map bound.
-    pub ebpf_max_processes: u32,
+    /// Every collector's own options, flags merged over the file.
+    pub options: collector::Options,
     /// Log filter.
     pub log_level: String,
     /// Power meters to read.
@@ -246,15 +197,23 @@ impl Config {
                 .map(|s| s.name)
                 .collect(),
             explicit: BTreeSet::new(),
-            process_top_n: 10,
-            netdev_include_loopback: false,
-            diskstats_include_virtual: false,
-            ebpf_per_process: false,
-            ebpf_max_processes: crate::bpf::DEFAULT_MAX_PROCESSES,
+            options: collector::Options::default(),
             log_level: "info".into(),
             meters: Vec::new(),
             meter_timeout: DEFAULT_METER_TIMEOUT,
             command: None,
+        }
+    }
+
+    /// What the collectors are built from.
+    pub fn context(&self) -> collector::Context<'_> {
+        collector::Context {
+            paths: &self.paths,
+            node_name: &self.node_name,
+            interval: self.interval,
+            options: &self.options,
+            meters: &self.meters,
+            meter_timeout: self.meter_timeout,
         }
     }
 
@@ -306,7 +265,8 @@ impl Config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("reading config file {}", path.display()))?;
-                toml::from_str(&text).with_context(|| format!("config file {}", path.display()))?
+                FileConfig::parse(&text)
+                    .with_context(|| format!("config file {}", path.display()))?
             }
             None => FileConfig::default(),
         };
@@ -393,13 +353,6 @@ fn merge(
             .or(file.paths.cgroupfs)
             .unwrap_or(defaults.cgroupfs),
     };
-    let ebpf_max_processes = cli
-        .ebpf_max_processes
-        .or(file.ebpf.max_processes)
-        .unwrap_or(crate::bpf::DEFAULT_MAX_PROCESSES);
-    if ebpf_max_processes == 0 {
-        bail!("--collector.ebpf.max-processes must be at least 1");
-    }
     let mut toggles: BTreeMap<&'static str, bool> = BTreeMap::new();
     for (name, on) in &file.collectors {
         let spec = collector::spec(name).with_context(|| {
@@ -416,11 +369,8 @@ fn merge(
         .filter(|s| toggles.get(s.name).copied().unwrap_or(s.default_enabled))
         .map(|s| s.name)
         .collect();
-    let ebpf_per_process = cli.ebpf_per_process || file.ebpf.per_process.unwrap_or(false);
-    if ebpf_per_process && !collectors.contains(&"ebpf") {
-        // It would do nothing: say so rather than let the operator wait for series that never come.
-        bail!("per-process eBPF accounting (--collector.ebpf.per-process / [ebpf] per_process) needs the ebpf collector, which is disabled");
-    }
+    let options = cli.collector_options.merge(file.collector_options);
+    options.validate(&collectors)?;
     let explicit = toggles
         .iter()
         .filter(|(_, on)| **on)
@@ -434,13 +384,7 @@ fn merge(
         paths,
         collectors,
         explicit,
-        process_top_n: cli.process_top_n.or(file.process.top_n).unwrap_or(10),
-        netdev_include_loopback: cli.netdev_include_loopback
-            || file.netdev.include_loopback.unwrap_or(false),
-        diskstats_include_virtual: cli.diskstats_include_virtual
-            || file.diskstats.include_virtual.unwrap_or(false),
-        ebpf_per_process,
-        ebpf_max_processes,
+        options,
         log_level: cli.log_level,
         meters,
         meter_timeout,
@@ -454,19 +398,6 @@ fn known_collectors() -> String {
         .map(|s| s.name)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Accepts `:9910` (all interfaces), `host:port` and `[v6]:port`.
-pub fn parse_listen_address(text: &str) -> anyhow::Result<SocketAddr> {
-    let full = if text.starts_with(':') {
-        format!("0.0.0.0{text}")
-    } else {
-        text.to_string()
-    };
-    full.to_socket_addrs()
-        .with_context(|| format!("--web.listen-address {text:?}"))?
-        .next()
-        .with_context(|| format!("--web.listen-address {text:?} resolves to nothing"))
 }
 
 fn default_node_name() -> anyhow::Result<String> {
@@ -551,23 +482,26 @@ mod tests {
     #[test]
     fn ebpf_per_process_from_flags_or_file() {
         let c = parse(&[]).unwrap();
-        assert!(!c.ebpf_per_process, "off by default (cardinality)");
-        assert_eq!(c.ebpf_max_processes, crate::bpf::DEFAULT_MAX_PROCESSES);
+        assert!(!c.options.ebpf.per_process, "off by default (cardinality)");
+        assert_eq!(
+            c.options.ebpf.max_processes(),
+            crate::bpf::DEFAULT_MAX_PROCESSES
+        );
         let c = parse(&[
             "--collector.ebpf.per-process",
             "--collector.ebpf.max-processes",
             "100",
         ])
         .unwrap();
-        assert!(c.ebpf_per_process);
-        assert_eq!(c.ebpf_max_processes, 100);
+        assert!(c.options.ebpf.per_process);
+        assert_eq!(c.options.ebpf.max_processes(), 100);
         assert!(parse(&["--collector.ebpf.max-processes", "0"]).is_err());
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.toml");
         std::fs::write(&path, "[ebpf]\nper_process = true\nmax_processes = 64\n").unwrap();
         let c = parse(&["--config.file", path.to_str().unwrap()]).unwrap();
-        assert!(c.ebpf_per_process);
-        assert_eq!(c.ebpf_max_processes, 64);
+        assert!(c.options.ebpf.per_process);
+        assert_eq!(c.options.ebpf.max_processes(), 64);
         std::fs::write(&path, "[ebpf]\nper_procs = true\n").unwrap();
         let err = parse(&["--config.file", path.to_str().unwrap()]).unwrap_err();
         assert!(format!("{err:#}").contains("per_procs"), "{err:#}");

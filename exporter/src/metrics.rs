@@ -6,18 +6,10 @@
 
 use std::collections::BTreeMap;
 
+use greenpipe_common::contract::{self, Type};
 use greenpipe_common::names::label;
 use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
-
-/// Counter (monotonic) or gauge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Monotonic total; the name ends in `_total`.
-    Counter,
-    /// Value that can go up and down.
-    Gauge,
-}
 
 /// One series: label pairs (without `node`) and a value.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,13 +20,11 @@ pub struct Series {
     pub value: f64,
 }
 
-/// One metric family.
+/// One metric family: its declaration in `common::contract` and its series.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Family {
-    /// Help text.
-    pub help: &'static str,
-    /// Counter or gauge.
-    pub kind: Kind,
+    /// Name, type, help and label keys.
+    pub declared: &'static contract::Family,
     /// Series of the family.
     pub series: Vec<Series>,
 }
@@ -51,21 +41,27 @@ impl MetricSet {
         Self::default()
     }
 
-    /// Adds one series to a family, creating the family on first use.
+    /// Adds one series to a declared family, creating the family on first use. Debug builds
+    /// (and so every test) refuse a series that does not match the declaration: another help
+    /// text or type than declared, an undeclared label key, an enumerated label value outside
+    /// its set.
     pub fn push(
         &mut self,
-        name: &'static str,
-        help: &'static str,
-        kind: Kind,
+        family: &'static contract::Family,
+        kind: Type,
         labels: &[(&'static str, &str)],
         value: f64,
     ) {
-        let family = self.families.entry(name).or_insert_with(|| Family {
-            help,
-            kind,
+        #[cfg(debug_assertions)]
+        if let Some(why) = contract::check_series(family, kind, labels) {
+            panic!("metric contract: {why}");
+        }
+        let _ = kind;
+        let entry = self.families.entry(family.name).or_insert_with(|| Family {
+            declared: family,
             series: Vec::new(),
         });
-        family.series.push(Series {
+        entry.series.push(Series {
             labels: labels.iter().map(|(k, v)| (*k, (*v).to_string())).collect(),
             value,
         });
@@ -74,30 +70,32 @@ impl MetricSet {
     /// Adds a gauge series.
     pub fn gauge(
         &mut self,
-        name: &'static str,
-        help: &'static str,
+        family: &'static contract::Family,
         labels: &[(&'static str, &str)],
         value: f64,
     ) {
-        self.push(name, help, Kind::Gauge, labels, value);
+        self.push(family, Type::Gauge, labels, value);
     }
 
     /// Adds a counter series.
     pub fn counter(
         &mut self,
-        name: &'static str,
-        help: &'static str,
+        family: &'static contract::Family,
         labels: &[(&'static str, &str)],
         value: f64,
     ) {
-        self.push(name, help, Kind::Counter, labels, value);
+        self.push(family, Type::Counter, labels, value);
     }
 
     /// Moves every family of `other` into `self` (used to merge per-collector sets).
     pub fn merge(&mut self, other: MetricSet) {
         for (name, fam) in other.families {
             match self.families.get_mut(name) {
-                Some(existing) => existing.series.extend(fam.series),
+                Some(existing) => {
+                    // One declaration per name, so both sides carry the same help and type.
+                    debug_assert_eq!(existing.declared, fam.declared, "{name}");
+                    existing.series.extend(fam.series)
+                }
                 None => {
                     self.families.insert(name, fam);
                 }
@@ -143,10 +141,10 @@ impl MetricSet {
 fn to_proto(name: &str, fam: &Family, node: &str) -> MetricFamily {
     let mut mf = MetricFamily::default();
     mf.set_name(name.to_string());
-    mf.set_help(fam.help.to_string());
-    mf.set_field_type(match fam.kind {
-        Kind::Counter => MetricType::COUNTER,
-        Kind::Gauge => MetricType::GAUGE,
+    mf.set_help(fam.declared.help.to_string());
+    mf.set_field_type(match fam.declared.kind {
+        Type::Counter => MetricType::COUNTER,
+        Type::Gauge | Type::Histogram => MetricType::GAUGE,
     });
     let metrics = fam
         .series
@@ -157,13 +155,13 @@ fn to_proto(name: &str, fam: &Family, node: &str) -> MetricFamily {
             labels.push(pair(label::NODE, node));
             labels.extend(s.labels.iter().map(|(k, v)| pair(k, v)));
             m.set_label(labels);
-            match fam.kind {
-                Kind::Counter => {
+            match fam.declared.kind {
+                Type::Counter => {
                     let mut c = Counter::default();
                     c.set_value(s.value);
                     m.set_counter(c);
                 }
-                Kind::Gauge => {
+                Type::Gauge | Type::Histogram => {
                     let mut g = Gauge::default();
                     g.set_value(s.value);
                     m.set_gauge(g);
@@ -186,28 +184,34 @@ fn pair(name: &str, value: &str) -> LabelPair {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use greenpipe_common::contract::{exporter, node};
 
     #[test]
     fn encodes_node_label_help_type_and_escapes() {
         let mut set = MetricSet::new();
         set.counter(
-            "greenpipe_test_total",
-            "A test counter.",
-            &[("device", "a\"b")],
+            &node::DISK_BYTES_TOTAL,
+            &[(label::DEVICE, "a\"b"), (label::DIRECTION, "read")],
             3.0,
         );
-        set.gauge("greenpipe_test_bytes", "A gauge.", &[], 1.5);
+        set.gauge(&node::CPUS, &[], 1.5);
         let text = String::from_utf8(set.encode_text("pi-1")).unwrap();
         assert!(
-            text.contains("# TYPE greenpipe_test_total counter"),
+            text.contains("# TYPE greenpipe_node_disk_bytes_total counter"),
             "{text}"
         );
         assert!(
-            text.contains("greenpipe_test_total{node=\"pi-1\",device=\"a\\\"b\"} 3"),
+            text.contains(&format!("# HELP greenpipe_node_cpus {}", node::CPUS.help)),
             "{text}"
         );
         assert!(
-            text.contains("greenpipe_test_bytes{node=\"pi-1\"} 1.5"),
+            text.contains(
+                "greenpipe_node_disk_bytes_total{node=\"pi-1\",device=\"a\\\"b\",direction=\"read\"} 3"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("greenpipe_node_cpus{node=\"pi-1\"} 1.5"),
             "{text}"
         );
     }
@@ -215,12 +219,47 @@ mod tests {
     #[test]
     fn merge_appends_series_of_same_family() {
         let mut a = MetricSet::new();
-        a.gauge("x", "h", &[("k", "1")], 1.0);
+        a.gauge(
+            &exporter::COLLECTOR_SUCCESS,
+            &[(label::COLLECTOR, "1")],
+            1.0,
+        );
         let mut b = MetricSet::new();
-        b.gauge("x", "h", &[("k", "2")], 2.0);
-        b.gauge("y", "h", &[], 3.0);
+        b.gauge(
+            &exporter::COLLECTOR_SUCCESS,
+            &[(label::COLLECTOR, "2")],
+            2.0,
+        );
+        b.gauge(&node::CPUS, &[], 3.0);
         a.merge(b);
-        assert_eq!(a.family("x").unwrap().series.len(), 2);
+        assert_eq!(
+            a.family(exporter::COLLECTOR_SUCCESS.name)
+                .unwrap()
+                .series
+                .len(),
+            2
+        );
         assert_eq!(a.len(), 3);
+    }
+
+    /// The contract is enforced where series are made: another type, an undeclared label or
+    /// an enumerated value outside its set is refused (debug builds, which tests are).
+    #[test]
+    #[cfg(debug_assertions)]
+    fn a_series_against_the_contract_is_refused() {
+        let refused =
+            |f: fn(&mut MetricSet)| std::panic::catch_unwind(|| f(&mut MetricSet::new())).is_err();
+        assert!(refused(|s| s.counter(&node::CPUS, &[], 1.0)));
+        assert!(refused(|s| s.gauge(
+            &node::CPUS,
+            &[(label::MODE, "user")],
+            1.0
+        )));
+        assert!(refused(|s| s.counter(
+            &node::DISK_BYTES_TOTAL,
+            &[(label::DEVICE, "sda"), (label::DIRECTION, "sideways")],
+            1.0
+        )));
+        assert!(!refused(|s| s.gauge(&node::CPUS, &[], 1.0)));
     }
 }

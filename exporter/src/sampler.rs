@@ -4,7 +4,8 @@
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use greenpipe_common::names::{exporter, label};
+use greenpipe_common::contract;
+use greenpipe_common::names::label;
 use tracing::{info, warn};
 
 use crate::collector::{self, CollectError, Collector, Report};
@@ -49,7 +50,7 @@ impl Sampler {
         let mut slots = Vec::new();
         for name in &config.collectors {
             let spec = collector::spec(name).expect("config only holds registry names");
-            let (collector, unavailable) = match (spec.build)(&config) {
+            let (collector, unavailable) = match (spec.build)(&config.context()) {
                 Ok(c) => (Some(c), None),
                 Err(CollectError::Unavailable(reason)) if !config.explicit.contains(name) => {
                     warn!(collector = name, %reason, "collector unavailable");
@@ -129,48 +130,41 @@ impl Sampler {
 
     fn self_metrics(&self, out: &mut MetricSet) {
         out.gauge(
-            exporter::BUILD_INFO,
-            "Build information of the exporter; always 1.",
+            &contract::exporter::BUILD_INFO,
             &[(label::VERSION, env!("CARGO_PKG_VERSION"))],
             1.0,
         );
         for slot in &self.slots {
             let c = [(label::COLLECTOR, slot.name)];
             out.gauge(
-                exporter::COLLECTOR_SUCCESS,
-                "1 if the collector's last run succeeded.",
+                &contract::exporter::COLLECTOR_SUCCESS,
                 &c,
                 if slot.success { 1.0 } else { 0.0 },
             );
             out.gauge(
-                exporter::COLLECTOR_DURATION_SECONDS,
-                "Wall time of the collector's last run.",
+                &contract::exporter::COLLECTOR_DURATION_SECONDS,
                 &c,
                 slot.duration.as_secs_f64(),
             );
             out.counter(
-                exporter::MALFORMED_LINES_TOTAL,
-                "Malformed source lines skipped by the collector.",
+                &contract::exporter::MALFORMED_LINES_TOTAL,
                 &c,
                 slot.malformed_total as f64,
             );
             let reason = slot.unavailable.as_deref().unwrap_or("");
             out.gauge(
-                exporter::COLLECTOR_AVAILABLE,
-                "1 if the collector's source exists on this host; reason says why not.",
+                &contract::exporter::COLLECTOR_AVAILABLE,
                 &[(label::COLLECTOR, slot.name), (label::REASON, reason)],
                 if slot.unavailable.is_none() { 1.0 } else { 0.0 },
             );
         }
         out.gauge(
-            exporter::COLLECTION_DURATION_SECONDS,
-            "Wall time of the previous whole collection cycle.",
+            &contract::exporter::COLLECTION_DURATION_SECONDS,
             &[],
             self.last_cycle.as_secs_f64(),
         );
         out.counter(
-            exporter::COLLECTIONS_TOTAL,
-            "Collection cycles run.",
+            &contract::exporter::COLLECTIONS_TOTAL,
             &[],
             self.cycles as f64,
         );
@@ -179,24 +173,17 @@ impl Sampler {
             .unwrap_or_default()
             .as_secs_f64();
         out.gauge(
-            exporter::LAST_COLLECTION_TIMESTAMP_SECONDS,
-            "Unix time at which the served sample was taken.",
+            &contract::exporter::LAST_COLLECTION_TIMESTAMP_SECONDS,
             &[],
             now,
         );
         out.counter(
-            exporter::CPU_SECONDS_TOTAL,
-            "User and system CPU time used by the exporter process.",
+            &contract::exporter::CPU_SECONDS_TOTAL,
             &[],
             selfstat::cpu_seconds(),
         );
         if let Some(rss) = selfstat::resident_bytes() {
-            out.gauge(
-                exporter::RESIDENT_MEMORY_BYTES,
-                "Resident memory of the exporter process.",
-                &[],
-                rss as f64,
-            );
+            out.gauge(&contract::exporter::RESIDENT_MEMORY_BYTES, &[], rss as f64);
         }
     }
 

@@ -40,7 +40,7 @@ fn no_pmu_marks_perf_unavailable_and_nothing_else_changes() {
     require_root();
     let config = Config::for_paths(Paths::default(), "test-node");
     let has_pmu = perf::probe_pmu(Path::new("/sys")).is_ok();
-    match (perf::SPEC.build)(&config) {
+    match (perf::SPEC.build)(&config.context()) {
         Ok(_) if has_pmu => {}
         Ok(_) => panic!("perf collector built on a host whose probe failed"),
         Err(CollectError::Unavailable(reason)) => {

@@ -17,8 +17,8 @@ use support::{build, build_with, collect, loopback_sink, require_root, value, Fo
 /// The ebpf collector with per-process accounting on and every process exported.
 fn per_process_collector() -> Box<dyn Collector> {
     build_with(&ebpf::SPEC, |c| {
-        c.ebpf_per_process = true;
-        c.process_top_n = 1_000_000;
+        c.options.ebpf.per_process = true;
+        c.options.process.top_n = Some(1_000_000);
     })
 }
 

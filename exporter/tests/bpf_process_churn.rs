@@ -38,7 +38,7 @@ fn live_processes() -> usize {
 #[test]
 fn per_process_map_and_memory_stay_bounded_under_process_churn() {
     require_root();
-    let mut collector = build_with(&ebpf::SPEC, |c| c.ebpf_per_process = true);
+    let mut collector = build_with(&ebpf::SPEC, |c| c.options.ebpf.per_process = true);
     // A second copy of the programs whose map nobody sweeps: what the BPF exit program
     // alone leaves behind.
     let unswept = Accounting::load_with(

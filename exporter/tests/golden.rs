@@ -37,7 +37,7 @@ fn fixture_config() -> Config {
         .iter()
         .map(|s| s.name)
         .collect();
-    config.process_top_n = 3;
+    config.options.process.top_n = Some(3);
     config
 }
 

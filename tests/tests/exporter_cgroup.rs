@@ -58,8 +58,9 @@ fn container_cpu(text: &str, id: &str) -> Option<f64> {
 }
 
 fn node_busy(text: &str) -> f64 {
-    ["user", "nice", "system", "irq", "softirq", "steal"]
+    greenpipe_common::contract::cpu_mode::ALL
         .iter()
+        .filter(|m| greenpipe_common::contract::cpu_mode::is_busy(m))
         .map(|m| sample(text, node::CPU_SECONDS_TOTAL, &[(label::MODE, m)]).unwrap())
         .sum()
 }

@@ -1,8 +1,8 @@
 //! Recursive least squares with exponential forgetting and a ridge penalty: the fit behind the
 //! regression forecaster. Sufficient statistics (XᵀX, Xᵀy) are updated one sample at a time, so
 //! a rolling-origin backtest over a year costs one rank-one update per hour instead of a refit
-//! on the whole window. The system is tiny (≈ 14 features); a Cholesky solve is 30 lines, which
-//! is why this does not pull in ndarray + linfa for one least-squares fit.
+//! on the whole window. The system is tiny (≈ 14 features); the Cholesky solve shared with the
+//! estimator (`greenpipe_common::linalg`) is why this does not pull in ndarray + linfa.
 
 /// Accumulated normal equations.
 #[derive(Debug, Clone)]
@@ -53,39 +53,7 @@ impl Ridge {
         for i in 0..d {
             a[i * d + i] += lambda;
         }
-        // Cholesky: a = L Lᵀ, L stored in the lower triangle of `a`.
-        for j in 0..d {
-            let mut s = a[j * d + j];
-            for k in 0..j {
-                s -= a[j * d + k] * a[j * d + k];
-            }
-            if s <= 0.0 || !s.is_finite() {
-                return None;
-            }
-            let l = s.sqrt();
-            a[j * d + j] = l;
-            for i in j + 1..d {
-                let mut s = a[i * d + j];
-                for k in 0..j {
-                    s -= a[i * d + k] * a[j * d + k];
-                }
-                a[i * d + j] = s / l;
-            }
-        }
-        let mut z = self.xty.clone();
-        for i in 0..d {
-            for k in 0..i {
-                z[i] -= a[i * d + k] * z[k];
-            }
-            z[i] /= a[i * d + i];
-        }
-        for i in (0..d).rev() {
-            for k in i + 1..d {
-                z[i] -= a[k * d + i] * z[k];
-            }
-            z[i] /= a[i * d + i];
-        }
-        Some(z)
+        greenpipe_common::linalg::cholesky_solve(&mut a, d, &self.xty).ok()
     }
 }
 

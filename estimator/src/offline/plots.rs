@@ -4,7 +4,6 @@
 //! says why.
 
 use std::path::Path;
-use std::sync::OnceLock;
 
 use anyhow::{anyhow, Context};
 use plotters::prelude::*;
@@ -13,32 +12,9 @@ use crate::offline::evaluate::GroupResult;
 use crate::offline::report::slug;
 use crate::offline::samples::NodeSamples;
 
-/// Fonts tried, in order.
-const FONT_PATHS: [&str; 2] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-];
-
-/// Registers the font once; the error says which files were tried.
+/// Registers the font once (`greenpipe_common::plot_font`); the error says which files were tried.
 pub fn fonts() -> anyhow::Result<()> {
-    static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
-    REGISTERED
-        .get_or_init(|| {
-            let bytes = FONT_PATHS
-                .iter()
-                .find_map(|p| std::fs::read(p).ok())
-                .ok_or_else(|| {
-                    format!(
-                        "no font for plot labels (tried {FONT_PATHS:?}; install fonts-dejavu-core)"
-                    )
-                })?;
-            // plotters keeps registered fonts for the life of the process.
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
-                .map_err(|_| "the DejaVu font could not be parsed".to_string())
-        })
-        .clone()
-        .map_err(|e| anyhow!(e))
+    greenpipe_common::plot_font::register_sans_serif().map_err(|e| anyhow!(e))
 }
 
 /// Measured and predicted power over time (seconds since the first sample).

@@ -1,11 +1,11 @@
 //! Flags of `serve`, validated into a [`Config`]. Flag names follow Prometheus' style
 //! (`--web.listen-address`, `--remote-write.*`).
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
+use greenpipe_common::listen::parse_listen_address;
 
 use super::pipeline::PipelineConfig;
 use crate::attribution::IdleSplit;
@@ -187,16 +187,4 @@ impl ServeArgs {
             },
         })
     }
-}
-
-/// Accepts `:9911` (all interfaces), `host:port` and `[v6]:port`.
-fn parse_listen_address(text: &str) -> anyhow::Result<SocketAddr> {
-    let full = match text.strip_prefix(':') {
-        Some(port) => format!("0.0.0.0:{port}"),
-        None => text.to_string(),
-    };
-    full.to_socket_addrs()
-        .with_context(|| format!("--web.listen-address {text:?}"))?
-        .next()
-        .with_context(|| format!("--web.listen-address {text:?} resolves to nothing"))
 }

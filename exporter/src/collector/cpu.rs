@@ -2,10 +2,10 @@
 
 use std::fs;
 
-use greenpipe_common::names::{label, node};
+use greenpipe_common::names::label;
+use greenpipe_common::contract;
 
-use super::{CollectError, Collector, Report, Spec};
-use crate::config::Config;
+use super::{CollectError, Collector, Context, Report, Spec};
 use crate::metrics::MetricSet;
 
 /// Registry entry.
@@ -16,10 +16,8 @@ pub const SPEC: Spec = Spec {
     build,
 };
 
-/// Modes of the aggregate `cpu` line, in kernel order.
-const MODES: [&str; 8] = [
-    "user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
-];
+/// Modes of the aggregate `cpu` line, in kernel order (declared with the metric contract).
+const MODES: [&str; 8] = contract::cpu_mode::ALL;
 
 struct CpuCollector {
     path: std::path::PathBuf,
@@ -27,8 +25,8 @@ struct CpuCollector {
     ticks_per_second: f64,
 }
 
-fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
-    let path = config.paths.proc("stat");
+fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
+    let path = ctx.paths.proc("stat");
     fs::metadata(&path).map_err(|e| CollectError::from_io(&path, e))?;
     Ok(Box::new(CpuCollector {
         path,
@@ -83,30 +81,26 @@ impl Collector for CpuCollector {
         report.malformed_lines += malformed;
         for (mode, ticks) in MODES.iter().zip(stat.modes) {
             out.counter(
-                node::CPU_SECONDS_TOTAL,
-                "CPU time spent in each mode, summed over CPUs (/proc/stat).",
+                &contract::node::CPU_SECONDS_TOTAL,
                 &[(label::MODE, mode)],
                 ticks as f64 / self.ticks_per_second,
             );
         }
         out.gauge(
-            node::CPUS,
-            "Online logical CPUs (/proc/stat).",
+            &contract::node::CPUS,
             &[],
             stat.cpus as f64,
         );
         if let Some(v) = stat.context_switches {
             out.counter(
-                node::CONTEXT_SWITCHES_TOTAL,
-                "Context switches since boot (/proc/stat).",
+                &contract::node::CONTEXT_SWITCHES_TOTAL,
                 &[],
                 v as f64,
             );
         }
         if let Some(v) = stat.procs_running {
             out.gauge(
-                node::PROCS_RUNNING,
-                "Runnable processes (/proc/stat).",
+                &contract::node::PROCS_RUNNING,
                 &[],
                 v as f64,
             );

@@ -6,11 +6,11 @@
 
 use std::path::PathBuf;
 
-use greenpipe_common::names::{label, node};
+use greenpipe_common::names::label;
+use greenpipe_common::contract;
 
 use super::source::TextFile;
-use super::{CollectError, Collector, Report, Spec};
-use crate::config::Config;
+use super::{CollectError, Collector, Context, Report, Spec};
 use crate::metrics::MetricSet;
 
 /// Registry entry.
@@ -35,8 +35,8 @@ pub fn parse_khz(text: &str) -> Option<f64> {
     text.trim().parse::<u64>().ok().map(|khz| khz as f64 * 1e3)
 }
 
-fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
-    let root = config.paths.sys("devices/system/cpu");
+fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
+    let root = ctx.paths.sys("devices/system/cpu");
     let entries = std::fs::read_dir(&root).map_err(|e| CollectError::from_io(&root, e))?;
     let mut cores: Vec<(u32, PathBuf)> = entries
         .filter_map(Result::ok)
@@ -77,8 +77,7 @@ impl Collector for Cpufreq {
             let Ok(text) = core.file.read() else { continue };
             match parse_khz(text) {
                 Some(hz) => out.gauge(
-                    node::CPU_FREQUENCY_HERTZ,
-                    "Current frequency of the logical CPU (cpufreq scaling_cur_freq).",
+                    &contract::node::CPU_FREQUENCY_HERTZ,
                     &[(label::CPU, &core.cpu)],
                     hz,
                 ),

@@ -10,11 +10,11 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use greenpipe_common::names::{label, node};
+use greenpipe_common::names::label;
+use greenpipe_common::contract;
 
 use super::source::TextFile;
-use super::{CollectError, Collector, Report, Spec};
-use crate::config::Config;
+use super::{CollectError, Collector, Context, Report, Spec};
 use crate::metrics::MetricSet;
 
 /// Registry entry.
@@ -78,10 +78,11 @@ pub struct DiskFilter {
 
 impl DiskFilter {
     /// A filter reading `<sysfs>/block`.
-    pub fn new(config: &Config) -> DiskFilter {
+    pub fn new(ctx: &Context<'_>) -> DiskFilter {
         DiskFilter {
-            sys_block: config.paths.sys("block"),
-            include_virtual: config.diskstats_include_virtual,
+            sys_block: ctx.paths.sys("block"),
+            // Shared by design: the cgroup collector's disk bytes use the same filter.
+            include_virtual: ctx.options.diskstats.include_virtual,
             known: HashMap::new(),
         }
     }
@@ -150,12 +151,30 @@ struct Diskstats {
     filter: DiskFilter,
 }
 
-fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
-    let sys_block = config.paths.sys("block");
+/// `--collector.diskstats.*`, `[diskstats]`.
+#[derive(Debug, Clone, Default, clap::Args, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskstatsOptions {
+    /// Also count loop, ram and zram devices in node disk metrics.
+    #[arg(long = "collector.diskstats.include-virtual")]
+    #[serde(default)]
+    pub include_virtual: bool,
+}
+
+impl super::CollectorOptions for DiskstatsOptions {
+    fn merge(self, file: Self) -> Self {
+        DiskstatsOptions {
+            include_virtual: self.include_virtual || file.include_virtual,
+        }
+    }
+}
+
+fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
+    let sys_block = ctx.paths.sys("block");
     std::fs::metadata(&sys_block).map_err(|e| CollectError::from_io(&sys_block, e))?;
     Ok(Box::new(Diskstats {
-        file: TextFile::probe(config.paths.proc("diskstats"))?,
-        filter: DiskFilter::new(config),
+        file: TextFile::probe(ctx.paths.proc("diskstats"))?,
+        filter: DiskFilter::new(ctx),
     }))
 }
 
@@ -176,14 +195,12 @@ impl Collector for Diskstats {
             ] {
                 let labels = [(label::DEVICE, d.name), (label::DIRECTION, direction)];
                 out.counter(
-                    node::DISK_BYTES_TOTAL,
-                    "Bytes read or written by whole disks (/proc/diskstats).",
+                    &contract::node::DISK_BYTES_TOTAL,
                     &labels,
                     bytes as f64,
                 );
                 out.counter(
-                    node::DISK_OPERATIONS_TOTAL,
-                    "Completed reads or writes of whole disks (/proc/diskstats).",
+                    &contract::node::DISK_OPERATIONS_TOTAL,
                     &labels,
                     ops as f64,
                 );
@@ -196,6 +213,7 @@ impl Collector for Diskstats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
     use crate::paths::Paths;
 
     #[test]
@@ -246,12 +264,12 @@ mod tests {
         let text = "8 0 sda 1 0 2 0 1 0 2 0 0 0 0\n8 1 sda1 1 0 2 0 1 0 2 0 0 0 0\n\
                     7 0 loop0 1 0 2 0 1 0 2 0 0 0 0\n253 0 dm-0 1 0 2 0 1 0 2 0 0 0 0\n\
                     104 0 cciss/c0d0 1 0 2 0 1 0 2 0 0 0 0\nbroken\n";
-        let (totals, malformed) = whole_disk_totals(text, &mut DiskFilter::new(&config));
+        let (totals, malformed) = whole_disk_totals(text, &mut DiskFilter::new(&config.context()));
         assert_eq!(malformed, 1);
         assert_eq!(totals.devices, vec![(8, 0), (104, 0)]);
         assert_eq!(totals.read_bytes, 2 * 1024);
-        config.diskstats_include_virtual = true;
-        let (totals, _) = whole_disk_totals(text, &mut DiskFilter::new(&config));
+        config.options.diskstats.include_virtual = true;
+        let (totals, _) = whole_disk_totals(text, &mut DiskFilter::new(&config.context()));
         assert_eq!(totals.devices, vec![(8, 0), (7, 0), (104, 0)]);
     }
 }

@@ -15,14 +15,14 @@ pub mod processes;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use greenpipe_common::names::{container, exporter, label, source, SYSTEM_CONTAINER};
+use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
+use greenpipe_common::contract::{self, Family};
 use tracing::warn;
 
-use super::{CollectError, Collector, Report, Spec};
+use super::{CollectError, Collector, Context, Report, Spec};
 use crate::bpf::abi::{CgroupCounters, RunningSlice};
 use crate::bpf::{self, Accounting, LoadError, Options, Signal, PROGRAMS};
 use crate::cgroup_ids::{mounted_v2_root, CgroupIndex};
-use crate::config::Config;
 use crate::container_id::ContainerRef;
 use crate::metrics::MetricSet;
 
@@ -34,6 +34,48 @@ pub const SPEC: Spec = Spec {
     build,
 };
 
+/// `--collector.ebpf.*`, `[ebpf]`.
+#[derive(Debug, Clone, Default, clap::Args, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EbpfOptions {
+    /// eBPF: also account CPU, page cache, disk and network per process and export the top-N
+    /// (--collector.process.top-n) with source="bpf".
+    #[arg(long = "collector.ebpf.per-process")]
+    #[serde(default)]
+    pub per_process: bool,
+    /// eBPF per-process map bound (LRU; the least recently active process is evicted beyond
+    /// it) [default: 8192].
+    #[arg(long = "collector.ebpf.max-processes")]
+    pub max_processes: Option<u32>,
+}
+
+impl EbpfOptions {
+    /// The per-process map bound.
+    pub fn max_processes(&self) -> u32 {
+        self.max_processes.unwrap_or(bpf::DEFAULT_MAX_PROCESSES)
+    }
+}
+
+impl super::CollectorOptions for EbpfOptions {
+    fn merge(self, file: Self) -> Self {
+        EbpfOptions {
+            per_process: self.per_process || file.per_process,
+            max_processes: self.max_processes.or(file.max_processes),
+        }
+    }
+
+    fn validate(&self, enabled: &[&'static str]) -> anyhow::Result<()> {
+        if self.max_processes() == 0 {
+            anyhow::bail!("--collector.ebpf.max-processes must be at least 1");
+        }
+        if self.per_process && !enabled.contains(&SPEC.name) {
+            // It would do nothing: say so rather than let the operator wait for series that never come.
+            anyhow::bail!("per-process eBPF accounting (--collector.ebpf.per-process / [ebpf] per_process) needs the ebpf collector, which is disabled");
+        }
+        Ok(())
+    }
+}
+
 /// Ticks between two walks of the cgroup tree when no unknown cgroup id shows up; the walk
 /// is what finds removed cgroups, whose map entries are then deleted.
 const WALK_EVERY_TICKS: u64 = 10;
@@ -41,11 +83,11 @@ const WALK_EVERY_TICKS: u64 = 10;
 /// Longest `reason` label; the full message is logged.
 const REASON_MAX: usize = 240;
 
-fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
-    let root = mounted_v2_root(&config.paths.cgroupfs).map_err(CollectError::Unavailable)?;
+fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
+    let root = mounted_v2_root(&ctx.paths.cgroupfs).map_err(CollectError::Unavailable)?;
     let options = Options {
-        per_process: config.ebpf_per_process,
-        max_processes: config.ebpf_max_processes,
+        per_process: ctx.options.ebpf.per_process,
+        max_processes: ctx.options.ebpf.max_processes(),
     };
     let accounting = Accounting::load_with(bpf::ACCOUNTING_OBJECT, options).map_err(|e| {
         let full = e.to_string();
@@ -57,12 +99,14 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
             warn!(program, %error, "BPF program not attached; its signal is not exported");
         }
     }
+    // Shared by design: one --collector.process.top-n bounds both per-process exports.
     let processes = options
         .per_process
-        .then(|| processes::Processes::new(&config.paths.procfs, config.process_top_n));
+        // Shared by design: one --collector.process.top-n bounds both per-process exports.
+        .then(|| processes::Processes::new(&ctx.paths.procfs, ctx.options.process.top_n()));
     Ok(Box::new(EbpfCollector {
         accounting,
-        procfs: config.paths.procfs.clone(),
+        procfs: ctx.paths.procfs.clone(),
         index: CgroupIndex::new(root),
         ledger: Ledger::default(),
         processes,
@@ -390,51 +434,34 @@ impl EbpfCollector {
             let error = self.accounting.programs.get(program).cloned().flatten();
             let reason = error.map(|e| shorten(&e)).unwrap_or_default();
             out.gauge(
-                exporter::BPF_PROGRAM_ATTACHED,
-                "1 if the BPF program is attached; reason says why not.",
+                &contract::exporter::BPF_PROGRAM_ATTACHED,
                 &[(label::PROGRAM, program), (label::REASON, &reason)],
                 if reason.is_empty() { 1.0 } else { 0.0 },
             );
         }
         out.gauge(
-            exporter::BPF_CGROUPS_TRACKED,
-            "cgroups held in the BPF counters map.",
+            &contract::exporter::BPF_CGROUPS_TRACKED,
             &[],
             cgroups as f64,
         );
     }
 }
 
-/// Names and help texts of one owner kind's counters (per container, or per process).
+/// The declared families of one owner kind's counters (per container, or per process).
 pub(crate) struct Families {
-    pub cpu_seconds: (&'static str, &'static str),
-    pub page_cache_hits: (&'static str, &'static str),
-    pub page_cache_additions: (&'static str, &'static str),
-    pub disk_bytes: (&'static str, &'static str),
-    pub network_bytes: (&'static str, &'static str),
+    pub cpu_seconds: &'static Family,
+    pub page_cache_hits: &'static Family,
+    pub page_cache_additions: &'static Family,
+    pub disk_bytes: &'static Family,
+    pub network_bytes: &'static Family,
 }
 
 const CONTAINER_FAMILIES: Families = Families {
-    cpu_seconds: (
-        container::CPU_SECONDS_TOTAL,
-        "CPU seconds used by the container's processes.",
-    ),
-    page_cache_hits: (
-        container::PAGE_CACHE_HITS_TOTAL,
-        "Pages the container's read() calls found in the page cache.",
-    ),
-    page_cache_additions: (
-        container::PAGE_CACHE_ADDITIONS_TOTAL,
-        "Pages the container added to the page cache (misses filled, new pages written).",
-    ),
-    disk_bytes: (
-        container::DISK_BYTES_TOTAL,
-        "Block I/O bytes submitted by the container.",
-    ),
-    network_bytes: (
-        container::NETWORK_BYTES_TOTAL,
-        "Network bytes moved by the container.",
-    ),
+    cpu_seconds: &contract::container::CPU_SECONDS_TOTAL,
+    page_cache_hits: &contract::container::PAGE_CACHE_HITS_TOTAL,
+    page_cache_additions: &contract::container::PAGE_CACHE_ADDITIONS_TOTAL,
+    disk_bytes: &contract::container::DISK_BYTES_TOTAL,
+    network_bytes: &contract::container::NETWORK_BYTES_TOTAL,
 };
 
 /// The counters of one owner (labels `base`) that this kernel's programs provide.
@@ -452,9 +479,9 @@ pub(crate) fn emit_counters(
         labels.push((label::DIRECTION, direction));
         labels
     };
-    let mut put = |(name, help): (&'static str, &'static str),
-                   labels: &[(&'static str, &str)],
-                   v: f64| { out.counter(name, help, labels, v) };
+    let mut put = |family: &'static Family, labels: &[(&'static str, &str)], v: f64| {
+        out.counter(family, labels, v)
+    };
     if has(Signal::CpuTime) {
         put(families.cpu_seconds, base, cpu_ns as f64 / 1e9);
     }

@@ -1,10 +1,10 @@
 //! `/proc/meminfo`: node memory by state, in bytes.
 
-use greenpipe_common::names::{label, node};
+use greenpipe_common::names::label;
+use greenpipe_common::contract;
 
 use super::source::TextFile;
-use super::{CollectError, Collector, Report, Spec};
-use crate::config::Config;
+use super::{CollectError, Collector, Context, Report, Spec};
 use crate::metrics::MetricSet;
 
 /// Registry entry.
@@ -89,9 +89,9 @@ struct Meminfo {
     file: TextFile,
 }
 
-fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
+fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
     Ok(Box::new(Meminfo {
-        file: TextFile::probe(config.paths.proc("meminfo"))?,
+        file: TextFile::probe(ctx.paths.proc("meminfo"))?,
     }))
 }
 
@@ -99,16 +99,14 @@ impl Collector for Meminfo {
     fn collect(&mut self, out: &mut MetricSet, report: &mut Report) -> Result<(), CollectError> {
         let (values, malformed) = parse_meminfo(self.file.read()?);
         report.malformed_lines += malformed;
-        let help = "Node memory by state (/proc/meminfo); used = total - available.";
         for ((_, state), value) in STATES.iter().zip(values.0) {
             if let Some(v) = value {
-                out.gauge(node::MEMORY_BYTES, help, &[(label::STATE, state)], v as f64);
+                out.gauge(&contract::node::MEMORY_BYTES, &[(label::STATE, state)], v as f64);
             }
         }
         if let Some(used) = values.used() {
             out.gauge(
-                node::MEMORY_BYTES,
-                help,
+                &contract::node::MEMORY_BYTES,
                 &[(label::STATE, "used")],
                 used as f64,
             );

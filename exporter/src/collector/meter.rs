@@ -9,39 +9,26 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use greenpipe_common::names::{label, meter as names};
+use greenpipe_common::names::label;
+use greenpipe_common::contract;
 use tracing::{info, warn};
 
-use super::{CollectError, Collector, Report, Spec};
-use crate::config::Config;
+use super::{CollectError, Collector, Context, Report, Spec};
 use crate::meter::energy::EnergyTotal;
 use crate::meter::worker::{Backoff, Outcome, Worker};
-use crate::meter::{self, Kind, ReadError, Reason};
+use crate::meter::{self, ReadError, Reason};
 use crate::metrics::MetricSet;
 
 /// Registry entry.
 pub const SPEC: Spec = Spec {
     name: "meter",
     default_enabled: true,
-    help: "power-meter readings (--meter KIND:TARGET): RDTech UM24C/UM25C/UM34C, hwmon, RAPL, Shelly, Tasmota",
+    help: "power-meter readings (--meter KIND:TARGET; `greenpipe-exporter meters` lists the kinds)",
     build,
 };
 
 /// Longest pause between reopen attempts of a failed meter.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-
-/// Error reasons each kind can produce, exported at zero from the start so `rate()` and
-/// `increase()` see the first error.
-fn reasons(kind: Kind) -> &'static [Reason] {
-    use Reason::*;
-    match kind {
-        Kind::Um24c | Kind::Um25c | Kind::Um34c => {
-            &[Unplugged, Timeout, ShortFrame, CorruptFrame, WrongModel, Io]
-        }
-        Kind::Hwmon | Kind::Rapl => &[Unplugged, Timeout, BadResponse, Io],
-        Kind::Shelly | Kind::Tasmota => &[Unplugged, Timeout, HttpStatus, BadResponse, Io],
-    }
-}
 
 struct ChannelState {
     worker: Worker,
@@ -58,21 +45,21 @@ struct MeterCollector {
     timeout: Duration,
 }
 
-fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
-    if config.meters.is_empty() {
+fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
+    if ctx.meters.is_empty() {
         return Err(CollectError::Unavailable(
             "no meter configured (--meter KIND:TARGET)".into(),
         ));
     }
     let backoff = Backoff {
-        base: config.interval / 2,
+        base: ctx.interval / 2,
         max: MAX_BACKOFF,
     };
     let mut channels = Vec::new();
     let mut missing = Vec::new();
     let mut names = BTreeSet::new();
-    for spec in &config.meters {
-        match meter::build(spec, &config.paths, config.meter_timeout) {
+    for spec in ctx.meters {
+        match meter::build(spec, ctx.paths, ctx.meter_timeout) {
             Ok(built) => {
                 for channel in built {
                     if !names.insert(channel.name.clone()) {
@@ -87,7 +74,7 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
                     channels.push(ChannelState {
                         worker,
                         // Readings further apart than a few ticks are not integrated.
-                        energy: EnergyTotal::new(config.interval * 3),
+                        energy: EnergyTotal::new(ctx.interval * 3),
                         errors: BTreeMap::new(),
                         last_good_unix: None,
                         up: None,
@@ -106,7 +93,7 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
     Ok(Box::new(MeterCollector {
         channels,
         seq: 0,
-        timeout: config.meter_timeout,
+        timeout: ctx.meter_timeout,
     }))
 }
 
@@ -170,32 +157,28 @@ impl Collector for MeterCollector {
             };
             ch.up = Some(good);
             out.gauge(
-                names::UP,
-                "1 if the meter's last read succeeded.",
+                &contract::meter::UP,
                 &labels,
                 if good { 1.0 } else { 0.0 },
             );
             out.counter(
-                names::ENERGY_JOULES_TOTAL,
-                "Energy measured by the meter since the exporter started: the device's counter where it has one, else power integrated by the exporter. Never decreases.",
+                &contract::meter::ENERGY_JOULES_TOTAL,
                 &labels,
                 ch.energy.joules(),
             );
-            for reason in reasons(ch.worker.kind) {
+            for reason in ch.worker.kind.def().reasons {
                 ch.errors.entry(*reason).or_default();
             }
             for (reason, n) in &ch.errors {
                 out.counter(
-                    names::READ_ERRORS_TOTAL,
-                    "Failed meter reads by reason.",
+                    &contract::meter::READ_ERRORS_TOTAL,
                     &[labels[0], labels[1], (label::REASON, reason.as_str())],
                     *n as f64,
                 );
             }
             if let Some(t) = ch.last_good_unix {
                 out.gauge(
-                    names::LAST_READING_TIMESTAMP_SECONDS,
-                    "Unix time of the meter's last good reading.",
+                    &contract::meter::LAST_READING_TIMESTAMP_SECONDS,
                     &labels,
                     t,
                 );
@@ -209,32 +192,28 @@ fn emit_reading(out: &mut MetricSet, labels: &[(&'static str, &str)], r: &meter:
     let finite = |v: Option<f64>| v.filter(|x| x.is_finite());
     if let Some(w) = finite(r.power_watts) {
         out.gauge(
-            names::POWER_WATTS,
-            "Power measured by the meter.",
+            &contract::meter::POWER_WATTS,
             labels,
             w,
         );
     }
     if let Some(v) = finite(r.voltage_volts) {
         out.gauge(
-            names::VOLTAGE_VOLTS,
-            "Bus voltage measured by the meter.",
+            &contract::meter::VOLTAGE_VOLTS,
             labels,
             v,
         );
     }
     if let Some(a) = finite(r.current_amperes) {
         out.gauge(
-            names::CURRENT_AMPERES,
-            "Current measured by the meter.",
+            &contract::meter::CURRENT_AMPERES,
             labels,
             a,
         );
     }
     if let Some(c) = finite(r.temperature_celsius) {
         out.gauge(
-            names::TEMPERATURE_CELSIUS,
-            "Temperature of the meter itself.",
+            &contract::meter::TEMPERATURE_CELSIUS,
             labels,
             c,
         );

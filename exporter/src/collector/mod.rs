@@ -6,22 +6,104 @@
 //! ([`CollectError::Failed`], counted in `collector_success 0`). Neither stops other collectors.
 
 use std::fmt;
+use std::time::Duration;
 
-use crate::config::Config;
+use crate::meter::MeterSpec;
 use crate::metrics::MetricSet;
+use crate::paths::Paths;
 
-pub mod cgroup;
-pub mod cpu;
-pub mod cpufreq;
-pub mod diskstats;
-pub mod ebpf;
-pub mod meminfo;
-pub mod meter;
-pub mod netdev;
-pub mod perf;
-pub mod process;
 pub mod source;
-pub mod vmstat;
+
+/// Declares the collector modules, [`REGISTRY`] and [`Options`] from one list, in run order.
+/// `name` is a collector without options; `name(Type)` one whose `name::Type` (a `clap::Args`
+/// and `Deserialize` struct implementing [`CollectorOptions`]) is flattened into the command
+/// line and read from the file's `[name]` section, so a flag and its key cannot drift. Adding
+/// a collector = its file + one line here.
+macro_rules! collectors {
+    ($($module:ident $(($options:ident))?),+ $(,)?) => {
+        $(pub mod $module;)+
+
+        /// Every collector, in the order they run.
+        pub const REGISTRY: &[Spec] = &[$($module::SPEC,)+];
+
+        /// The options of every collector that has some, each declared in its own module.
+        #[derive(Debug, Clone, Default, clap::Args, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct Options {
+            $($(
+                #[allow(missing_docs)]
+                #[command(flatten)]
+                #[serde(default)]
+                pub $module: $module::$options,
+            )?)+
+        }
+
+        impl Options {
+            /// The config-file sections these options are read from (`[process]`, ...).
+            pub const SECTIONS: &[&str] = &[$($({
+                let _ = stringify!($options);
+                stringify!($module)
+            },)?)+];
+
+            /// Flags win over the file, field by field.
+            pub fn merge(self, file: Options) -> Options {
+                Options {
+                    $($($module: <$module::$options as CollectorOptions>::merge(self.$module, file.$module),)?)+
+                }
+            }
+
+            /// Checks every collector's options against the set of enabled collectors.
+            pub fn validate(&self, enabled: &[&'static str]) -> anyhow::Result<()> {
+                $($(<$module::$options as CollectorOptions>::validate(&self.$module, enabled)?;)?)+
+                Ok(())
+            }
+        }
+    };
+}
+
+collectors! {
+    cpu,
+    cpufreq,
+    meminfo,
+    vmstat,
+    diskstats(DiskstatsOptions),
+    netdev(NetdevOptions),
+    cgroup,
+    process(ProcessOptions),
+    ebpf(EbpfOptions),
+    perf,
+    meter,
+}
+
+/// What a collector's own options type must provide.
+pub trait CollectorOptions {
+    /// `self` from the flags, `file` from the config file: a flag wins.
+    fn merge(self, file: Self) -> Self;
+    /// Refuses combinations that cannot work (e.g. an option of a disabled collector).
+    fn validate(&self, _enabled: &[&'static str]) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// What every collector is built from: the host roots, the node, the tick, and the options
+/// (each collector reads its own; the two shared by design are documented where they are read:
+/// `--collector.process.top-n` also bounds the eBPF per-process export, and
+/// `--collector.netdev.include-loopback` also applies to the cgroup collector's network).
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// Host tree roots.
+    pub paths: &'a Paths,
+    /// Value of the `node` label.
+    pub node_name: &'a str,
+    /// Sampling interval.
+    pub interval: Duration,
+    /// Every collector's options.
+    pub options: &'a Options,
+    /// Power meters to read (`--meter`, `[[meters]]`; also what `meters` reports on).
+    pub meters: &'a [MeterSpec],
+    /// Longest wait for a meter reading per tick.
+    pub meter_timeout: Duration,
+}
 
 /// Why a collector produced nothing.
 #[derive(Debug)]
@@ -67,8 +149,8 @@ pub trait Collector: Send {
     fn collect(&mut self, out: &mut MetricSet, report: &mut Report) -> Result<(), CollectError>;
 }
 
-/// Builds a collector from the configuration; `Unavailable` if the host lacks the source.
-pub type Build = fn(&Config) -> Result<Box<dyn Collector>, CollectError>;
+/// Builds a collector from its context; `Unavailable` if the host lacks the source.
+pub type Build = fn(&Context<'_>) -> Result<Box<dyn Collector>, CollectError>;
 
 /// A registry entry.
 #[derive(Clone, Copy)]
@@ -88,21 +170,6 @@ impl fmt::Debug for Spec {
         f.debug_struct("Spec").field("name", &self.name).finish()
     }
 }
-
-/// Every collector, in the order they run. Adding one = one module + one line here.
-pub const REGISTRY: &[Spec] = &[
-    cpu::SPEC,
-    cpufreq::SPEC,
-    meminfo::SPEC,
-    vmstat::SPEC,
-    diskstats::SPEC,
-    netdev::SPEC,
-    cgroup::SPEC,
-    process::SPEC,
-    ebpf::SPEC,
-    perf::SPEC,
-    meter::SPEC,
-];
 
 /// Looks up a registry entry by name.
 pub fn spec(name: &str) -> Option<&'static Spec> {

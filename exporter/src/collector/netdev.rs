@@ -1,10 +1,10 @@
 //! `/proc/net/dev`: network bytes and packets per interface (without `lo` unless asked).
 
-use greenpipe_common::names::{label, node};
+use greenpipe_common::names::label;
+use greenpipe_common::contract;
 
 use super::source::TextFile;
-use super::{CollectError, Collector, Report, Spec};
-use crate::config::Config;
+use super::{CollectError, Collector, Context, Report, Spec};
 use crate::metrics::MetricSet;
 
 /// Registry entry.
@@ -70,10 +70,28 @@ struct Netdev {
     include_loopback: bool,
 }
 
-fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
+/// `--collector.netdev.*`, `[netdev]`.
+#[derive(Debug, Clone, Default, clap::Args, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetdevOptions {
+    /// Also export the loopback interface in node network metrics.
+    #[arg(long = "collector.netdev.include-loopback")]
+    #[serde(default)]
+    pub include_loopback: bool,
+}
+
+impl super::CollectorOptions for NetdevOptions {
+    fn merge(self, file: Self) -> Self {
+        NetdevOptions {
+            include_loopback: self.include_loopback || file.include_loopback,
+        }
+    }
+}
+
+fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
     Ok(Box::new(Netdev {
-        file: TextFile::probe(config.paths.proc("net/dev"))?,
-        include_loopback: config.netdev_include_loopback,
+        file: TextFile::probe(ctx.paths.proc("net/dev"))?,
+        include_loopback: ctx.options.netdev.include_loopback,
     }))
 }
 
@@ -90,14 +108,12 @@ impl Collector for Netdev {
             ] {
                 let labels = [(label::DEVICE, d.name), (label::DIRECTION, direction)];
                 out.counter(
-                    node::NETWORK_BYTES_TOTAL,
-                    "Bytes received or transmitted per interface (/proc/net/dev).",
+                    &contract::node::NETWORK_BYTES_TOTAL,
                     &labels,
                     bytes as f64,
                 );
                 out.counter(
-                    node::NETWORK_PACKETS_TOTAL,
-                    "Packets received or transmitted per interface (/proc/net/dev).",
+                    &contract::node::NETWORK_PACKETS_TOTAL,
                     &labels,
                     packets as f64,
                 );

@@ -16,13 +16,13 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use greenpipe_common::names::{container, exporter, label, source};
+use greenpipe_common::names::{label, source};
+use greenpipe_common::contract;
 use perf_event_open_sys as sys;
 use tracing::warn;
 
-use super::{CollectError, Collector, Report, Spec};
+use super::{CollectError, Collector, Context, Report, Spec};
 use crate::cgroup_ids::{mounted_v2_root, CgroupIndex};
-use crate::config::Config;
 use crate::container_id::ContainerRef;
 use crate::metrics::MetricSet;
 
@@ -204,10 +204,10 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<i32>> {
     Some(cpus)
 }
 
-fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
-    probe_pmu(&config.paths.sysfs).map_err(CollectError::Unavailable)?;
-    let root = mounted_v2_root(&config.paths.cgroupfs).map_err(CollectError::Unavailable)?;
-    let cpus = online_cpus(&config.paths.sysfs).map_err(CollectError::Unavailable)?;
+fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
+    probe_pmu(&ctx.paths.sysfs).map_err(CollectError::Unavailable)?;
+    let root = mounted_v2_root(&ctx.paths.cgroupfs).map_err(CollectError::Unavailable)?;
+    let cpus = online_cpus(&ctx.paths.sysfs).map_err(CollectError::Unavailable)?;
     Ok(Box::new(PerfCollector {
         index: CgroupIndex::new(root),
         cpus,
@@ -321,7 +321,7 @@ impl PerfCollector {
 
 impl Collector for PerfCollector {
     fn collect(&mut self, out: &mut MetricSet, _report: &mut Report) -> Result<(), CollectError> {
-        if self.ticks % WALK_EVERY_TICKS == 0 {
+        if self.ticks.is_multiple_of(WALK_EVERY_TICKS) {
             self.sync()?;
         }
         self.ticks += 1;
@@ -342,24 +342,12 @@ impl Collector for PerfCollector {
                 (label::POD_UID, c.pod_uid.as_str()),
                 (label::SOURCE, source::PERF),
             ];
-            for (name, help, value) in [
-                (
-                    container::CPU_CYCLES_TOTAL,
-                    "CPU cycles of the container's tasks (scaled for multiplexing).",
-                    total[0],
-                ),
-                (
-                    container::CPU_INSTRUCTIONS_TOTAL,
-                    "Instructions retired by the container's tasks (scaled for multiplexing).",
-                    total[1],
-                ),
-                (
-                    container::CACHE_MISSES_TOTAL,
-                    "Cache misses of the container's tasks (scaled for multiplexing).",
-                    total[2],
-                ),
+            for (family, value) in [
+                (&contract::container::CPU_CYCLES_TOTAL, total[0]),
+                (&contract::container::CPU_INSTRUCTIONS_TOTAL, total[1]),
+                (&contract::container::CACHE_MISSES_TOTAL, total[2]),
             ] {
-                out.counter(name, help, &labels, value.round());
+                out.counter(family, &labels, value.round());
             }
         }
         let fds: usize = self
@@ -368,8 +356,7 @@ impl Collector for PerfCollector {
             .map(|(_, g)| g.len() * EVENTS.len())
             .sum();
         out.gauge(
-            exporter::PERF_EVENTS_OPEN,
-            "perf-event descriptors held by the hardware-counter collector.",
+            &contract::exporter::PERF_EVENTS_OPEN,
             &[],
             fds as f64,
         );

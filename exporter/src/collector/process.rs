@@ -11,11 +11,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use greenpipe_common::names::{label, process, source, SYSTEM_CONTAINER};
+use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
+use greenpipe_common::contract;
 
 use super::source::read_into;
-use super::{CollectError, Collector, Report, Spec};
-use crate::config::Config;
+use super::{CollectError, Collector, Context, Report, Spec};
 use crate::container_id::from_cgroup_path;
 use crate::metrics::MetricSet;
 
@@ -81,9 +81,6 @@ pub fn top_n<T>(items: &mut Vec<T>, n: usize, key: impl Fn(&T) -> (u64, u64, u32
     });
     items.truncate(n);
 }
-
-/// HELP of the per-process CPU counter, the same for both sources (one family).
-pub const CPU_HELP: &str = "CPU time of the process, for the top-N by recent CPU (source=\"procfs\": /proc/<pid>/stat utime + stime; source=\"bpf\": sched_switch).";
 
 /// The labels of a per-process series: `pid`, `comm`, `container_id`, `source`.
 pub fn labels<'a>(
@@ -164,12 +161,36 @@ struct ProcessCollector {
     page_size: f64,
 }
 
-fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
-    let procfs = config.paths.procfs.clone();
+/// `--collector.process.*`, `[process]`.
+#[derive(Debug, Clone, Default, clap::Args, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessOptions {
+    /// Per-process metrics: how many processes (top by CPU) to export [default: 10].
+    #[arg(long = "collector.process.top-n")]
+    pub top_n: Option<usize>,
+}
+
+impl ProcessOptions {
+    /// How many processes to export (also bounds the eBPF per-process export).
+    pub fn top_n(&self) -> usize {
+        self.top_n.unwrap_or(10)
+    }
+}
+
+impl super::CollectorOptions for ProcessOptions {
+    fn merge(self, file: Self) -> Self {
+        ProcessOptions {
+            top_n: self.top_n.or(file.top_n),
+        }
+    }
+}
+
+fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
+    let procfs = ctx.paths.procfs.clone();
     std::fs::read_dir(&procfs).map_err(|e| CollectError::from_io(&procfs, e))?;
     Ok(Box::new(ProcessCollector {
         procfs: procfs.clone(),
-        top_n: config.process_top_n,
+        top_n: ctx.options.process.top_n(),
         previous: HashMap::new(),
         current: HashMap::new(),
         candidates: Vec::new(),
@@ -228,14 +249,12 @@ impl Collector for ProcessCollector {
             let pid = c.pid.to_string();
             let labels = labels(&pid, &c.comm, &container, source::PROCFS);
             out.counter(
-                process::CPU_SECONDS_TOTAL,
-                CPU_HELP,
+                &contract::process::CPU_SECONDS_TOTAL,
                 &labels,
                 c.cpu_ticks as f64 / self.ticks_per_second,
             );
             out.gauge(
-                process::RESIDENT_MEMORY_BYTES,
-                "Resident memory of the process, for the top-N by recent CPU (/proc/<pid>/stat).",
+                &contract::process::RESIDENT_MEMORY_BYTES,
                 &labels,
                 c.rss_pages as f64 * self.page_size,
             );

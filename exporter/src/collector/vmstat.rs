@@ -1,10 +1,10 @@
 //! `/proc/vmstat`: page-cache and paging activity.
 
-use greenpipe_common::names::{label, node};
+use greenpipe_common::names::label;
+use greenpipe_common::contract;
 
 use super::source::TextFile;
-use super::{CollectError, Collector, Report, Spec};
-use crate::config::Config;
+use super::{CollectError, Collector, Context, Report, Spec};
 use crate::metrics::MetricSet;
 
 /// Registry entry.
@@ -61,9 +61,9 @@ struct Vmstat {
     file: TextFile,
 }
 
-fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
+fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
     Ok(Box::new(Vmstat {
-        file: TextFile::probe(config.paths.proc("vmstat"))?,
+        file: TextFile::probe(ctx.paths.proc("vmstat"))?,
     }))
 }
 
@@ -74,8 +74,7 @@ impl Collector for Vmstat {
         for (event, value) in EVENTS.iter().zip(values) {
             if let Some(v) = value {
                 out.counter(
-                    node::PAGE_CACHE_EVENTS_TOTAL,
-                    "Page-cache and paging events by kind (/proc/vmstat; pgpgin/pgpgout in KiB).",
+                    &contract::node::PAGE_CACHE_EVENTS_TOTAL,
                     &[(label::EVENT, event)],
                     v as f64,
                 );

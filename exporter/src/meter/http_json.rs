@@ -10,6 +10,24 @@ use std::time::Duration;
 
 use super::{ReadError, Reason};
 
+/// Failure reasons of the HTTP plugs.
+pub const REASONS: &[Reason] = &[
+    Reason::Unplugged,
+    Reason::Timeout,
+    Reason::HttpStatus,
+    Reason::BadResponse,
+    Reason::Io,
+];
+
+/// Why `meters` finds no plug.
+pub const NOT_DISCOVERED: &str =
+    "network plugs are not discovered; configure --meter KIND:http://ADDRESS";
+
+/// The target of an HTTP plug is a base URL.
+pub fn check_target(target: &str) -> Result<(), String> {
+    BaseUrl::parse(target).map(|_| ())
+}
+
 /// Largest body accepted; plug answers are well under 4 KiB.
 const BODY_LIMIT: u64 = 64 * 1024;
 

@@ -11,6 +11,22 @@
 use std::time::Duration;
 
 use super::http_json::{self, BaseUrl};
+use super::{Detected, KindDef};
+
+/// `shelly:http://HOST`.
+pub static KIND: KindDef = KindDef {
+    name: "shelly",
+    target_help: "base URL, e.g. http://plug.local or http://10.0.0.5/?id=1",
+    about: "Shelly Gen2+ smart plug, RPC Switch.GetStatus over HTTP",
+    reasons: http_json::REASONS,
+    check_target: http_json::check_target,
+    build: |spec, _, timeout| {
+        let meter = ShellyMeter::new(&spec.target, timeout)?;
+        let name = meter.default_name();
+        Ok(super::single(spec, || name, meter))
+    },
+    detect: |_, _| Detected::unavailable(http_json::NOT_DISCOVERED),
+};
 use super::{DeviceEnergy, ReadError, Reading};
 
 /// One Shelly switch channel.

@@ -11,6 +11,22 @@
 use std::time::Duration;
 
 use super::http_json::{self, BaseUrl};
+use super::{Detected, KindDef};
+
+/// `tasmota:http://HOST`.
+pub static KIND: KindDef = KindDef {
+    name: "tasmota",
+    target_help: "base URL, e.g. http://10.0.0.6",
+    about: "Tasmota smart plug, Status 8 over HTTP",
+    reasons: http_json::REASONS,
+    check_target: http_json::check_target,
+    build: |spec, _, timeout| {
+        let meter = TasmotaMeter::new(&spec.target, timeout)?;
+        let name = meter.default_name();
+        Ok(super::single(spec, || name, meter))
+    },
+    detect: |_, _| Detected::unavailable(http_json::NOT_DISCOVERED),
+};
 use super::{DeviceEnergy, ReadError, Reading, Reason};
 
 /// One Tasmota device.

@@ -6,7 +6,8 @@
 //! pty and removes the link, replugging creates a new pty behind the same link.
 //!
 //! It lives in the library rather than under `tests/` so the end-to-end tests (another crate)
-//! and anyone trying the exporter without hardware can use it.
+//! can use it, but only behind feature `fake-meters` (and in unit tests): a production build of
+//! the exporter does not contain it.
 
 use std::fs::File;
 use std::io::{Read, Write};

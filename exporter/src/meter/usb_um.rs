@@ -33,9 +33,87 @@
 //! data group's mWh; switching groups starts a new baseline ([`DeviceEnergy::epoch`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::{DeviceEnergy, Kind, ReadError, Reading, Reason};
+use super::{Channel, DeviceEnergy, Detected, Kind, KindDef, MeterSpec, ReadError, Reading, Reason};
+use crate::paths::Paths;
+
+/// `um24c:/dev/rfcomm0`.
+pub static UM24C: KindDef = um_kind(
+    "um24c",
+    "RDTech UM24C USB meter (Bluetooth RFCOMM or USB serial)",
+    |spec, _, timeout| Ok(build(Model::Um24c, spec, timeout)),
+    |_, timeout| detected(Model::Um24c, timeout),
+);
+/// `um25c:/dev/rfcomm0`.
+pub static UM25C: KindDef = um_kind(
+    "um25c",
+    "RDTech UM25C USB meter (Bluetooth RFCOMM or USB serial)",
+    |spec, _, timeout| Ok(build(Model::Um25c, spec, timeout)),
+    |_, timeout| detected(Model::Um25c, timeout),
+);
+/// `um34c:/dev/rfcomm0`.
+pub static UM34C: KindDef = um_kind(
+    "um34c",
+    "RDTech UM34C USB meter (Bluetooth RFCOMM or USB serial)",
+    |spec, _, timeout| Ok(build(Model::Um34c, spec, timeout)),
+    |_, timeout| detected(Model::Um34c, timeout),
+);
+
+/// What the three models share: the target syntax, the failure reasons, the serial path.
+const fn um_kind(
+    name: &'static str,
+    about: &'static str,
+    build: fn(&MeterSpec, &Paths, Duration) -> Result<Vec<Channel>, String>,
+    detect: fn(&Paths, Duration) -> Detected,
+) -> KindDef {
+    KindDef {
+        name,
+        target_help: "serial device, e.g. /dev/rfcomm0",
+        about,
+        reasons: &[
+            Reason::Unplugged,
+            Reason::Timeout,
+            Reason::ShortFrame,
+            Reason::CorruptFrame,
+            Reason::WrongModel,
+            Reason::Io,
+        ],
+        check_target: |target| {
+            if target.starts_with('/') {
+                Ok(())
+            } else {
+                Err("the serial device must be an absolute path, e.g. /dev/rfcomm0".into())
+            }
+        },
+        build,
+        detect,
+    }
+}
+
+fn build(model: Model, spec: &MeterSpec, timeout: Duration) -> Vec<Channel> {
+    super::single(
+        spec,
+        || default_name(&spec.target),
+        UsbUmMeter::new(model, &spec.target, timeout),
+    )
+}
+
+/// The meters of one model among those that answered on `/dev/rfcomm*`. The three kinds share
+/// one probe per process, so `meters` polls each device once, not once per model.
+fn detected(model: Model, timeout: Duration) -> Detected {
+    static PROBE: OnceLock<Probe> = OnceLock::new();
+    let probe = PROBE.get_or_init(|| detect(Path::new("/dev"), timeout));
+    let found: Vec<_> = probe
+        .found
+        .iter()
+        .filter(|(k, _, _)| *k == model.kind())
+        .map(|(_, spec, what)| (spec.clone(), what.clone()))
+        .collect();
+    let unavailable = found.is_empty().then(|| probe.why_not.clone());
+    Detected { found, unavailable }
+}
 
 /// The poll request byte.
 pub const REQUEST: u8 = 0xF0;
@@ -64,23 +142,13 @@ impl Model {
     /// Every model.
     pub const ALL: [Model; 3] = [Model::Um24c, Model::Um25c, Model::Um34c];
 
-    /// The model for a meter kind.
-    pub fn for_kind(kind: Kind) -> Option<Model> {
-        match kind {
-            Kind::Um24c => Some(Model::Um24c),
-            Kind::Um25c => Some(Model::Um25c),
-            Kind::Um34c => Some(Model::Um34c),
-            _ => None,
-        }
-    }
-
     /// The meter kind of the model.
     pub fn kind(self) -> Kind {
-        match self {
-            Model::Um24c => Kind::Um24c,
-            Model::Um25c => Kind::Um25c,
-            Model::Um34c => Kind::Um34c,
-        }
+        Kind::of(match self {
+            Model::Um24c => &UM24C,
+            Model::Um25c => &UM25C,
+            Model::Um34c => &UM34C,
+        })
     }
 
     /// Model id in the first two bytes of a frame.

@@ -198,7 +198,7 @@ mod tests {
         };
         let channel = Channel {
             name: "t".into(),
-            kind: Kind::Hwmon,
+            kind: Kind::of(&crate::meter::hwmon::KIND),
             meter: Box::new(meter),
         };
         (Worker::spawn(channel, backoff).unwrap(), calls)

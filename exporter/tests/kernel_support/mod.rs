@@ -121,7 +121,7 @@ pub fn build(spec: &Spec) -> Box<dyn Collector> {
 pub fn build_with(spec: &Spec, adjust: impl FnOnce(&mut Config)) -> Box<dyn Collector> {
     let mut config = Config::for_paths(Paths::default(), "test-node");
     adjust(&mut config);
-    match (spec.build)(&config) {
+    match (spec.build)(&config.context()) {
         Ok(c) => c,
         Err(e) => panic!("collector {} did not build: {e}", spec.name),
     }

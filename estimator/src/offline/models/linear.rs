@@ -82,45 +82,10 @@ pub fn ridge(x: &Matrix, y: &[f64], alpha: f64) -> anyhow::Result<(f64, Vec<f64>
         // A tiny floor keeps exactly collinear inputs solvable at alpha = 0.
         gram[j * p + j] += alpha.max(1e-10);
     }
-    let w = cholesky_solve(&mut gram, p, &xty).context("ridge normal equations")?;
+    let w = greenpipe_common::linalg::cholesky_solve(&mut gram, p, &xty)
+        .context("ridge normal equations")?;
     let intercept = y_mean - w.iter().zip(&mean).map(|(w, m)| w * m).sum::<f64>();
     Ok((intercept, w))
-}
-
-/// Solves `A w = b` for symmetric positive definite `A` (p×p, row-major, overwritten).
-fn cholesky_solve(a: &mut [f64], p: usize, b: &[f64]) -> anyhow::Result<Vec<f64>> {
-    for j in 0..p {
-        let mut d = a[j * p + j];
-        for k in 0..j {
-            d -= a[j * p + k] * a[j * p + k];
-        }
-        if d.is_nan() || d <= 0.0 {
-            anyhow::bail!("matrix is not positive definite at column {j}");
-        }
-        let d = d.sqrt();
-        a[j * p + j] = d;
-        for i in j + 1..p {
-            let mut s = a[i * p + j];
-            for k in 0..j {
-                s -= a[i * p + k] * a[j * p + k];
-            }
-            a[i * p + j] = s / d;
-        }
-    }
-    let mut z = b.to_vec();
-    for i in 0..p {
-        for k in 0..i {
-            z[i] -= a[i * p + k] * z[k];
-        }
-        z[i] /= a[i * p + i];
-    }
-    for i in (0..p).rev() {
-        for k in i + 1..p {
-            z[i] -= a[k * p + i] * z[k];
-        }
-        z[i] /= a[i * p + i];
-    }
-    Ok(z)
 }
 
 /// Appends every product `x[i]·x[j]`, `i <= j` (the order [`ModelKind::Polynomial`] reads).

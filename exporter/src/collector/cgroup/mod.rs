@@ -21,7 +21,8 @@
 //! (a pod) is reported once, on the container with the smallest id, so sums over containers stay
 //! right; loopback is left out unless `--collector.netdev.include-loopback`.
 //!
-//! `system` (see [`remainder`]): CPU from `/proc/stat` busy time (all modes but idle and iowait),
+//! `system` (see [`remainder`]): CPU from `/proc/stat` busy time (`common::contract::cpu_mode`:
+//! every mode but idle, iowait and steal, the one definition the estimator and dashboards use),
 //! disk from the same whole disks in `/proc/diskstats`, both as counters advancing by what
 //! containers do not explain; memory = (`MemTotal - MemFree`) - Σ container memory (a cgroup's
 //! memory includes its page cache, so the node side does too); processes = Σ `cgroup.procs`
@@ -36,15 +37,15 @@ pub mod remainder;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use greenpipe_common::names::{container, label, source, SYSTEM_CONTAINER};
+use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
+use greenpipe_common::contract;
 
 use self::layout::Layout;
 use self::parse::IoBytes;
 use self::remainder::{increase, Remainder};
 use super::diskstats::{whole_disk_totals, DiskFilter};
 use super::source::{read_into, TextFile};
-use super::{cpu, meminfo, netdev, CollectError, Collector, Report, Spec};
-use crate::config::Config;
+use super::{cpu, meminfo, netdev, CollectError, Collector, Context, Report, Spec};
 use crate::container_id::{from_cgroup_path, ContainerRef};
 use crate::metrics::MetricSet;
 
@@ -173,8 +174,8 @@ struct CgroupCollector {
     system_write: Remainder,
 }
 
-fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
-    let root = &config.paths.cgroupfs;
+fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
+    let root = &ctx.paths.cgroupfs;
     std::fs::metadata(root).map_err(|e| CollectError::from_io(root, e))?;
     let layout = Layout::detect(root);
     if layout.is_empty() {
@@ -183,7 +184,7 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
             root.display()
         )));
     }
-    let procfs = config.paths.procfs.clone();
+    let procfs = ctx.paths.procfs.clone();
     // The host's network namespace: pid 1's, else ours (the exporter runs with hostNetwork).
     let host_netns = ["1", "self"].iter().find_map(|p| netns_of(&procfs.join(p)));
     Ok(Box::new(CgroupCollector {
@@ -193,7 +194,7 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
             Hierarchy::V1
         },
         layout,
-        include_loopback: config.netdev_include_loopback,
+        include_loopback: ctx.options.netdev.include_loopback,
         containers: HashMap::new(),
         host_procs: HashMap::new(),
         cycle: 0,
@@ -204,7 +205,7 @@ fn build(config: &Config) -> Result<Box<dyn Collector>, CollectError> {
         stat: TextFile::new(procfs.join("stat")),
         meminfo: TextFile::new(procfs.join("meminfo")),
         diskstats: TextFile::new(procfs.join("diskstats")),
-        disk_filter: DiskFilter::new(config),
+        disk_filter: DiskFilter::new(ctx),
         host_netns,
         procfs,
         ticks_per_second: crate::selfstat::clock_ticks_per_second(),
@@ -414,8 +415,7 @@ impl Collector for CgroupCollector {
                 }
             }
             out.gauge(
-                container::PROCESSES,
-                "Processes in the container's cgroup and its descendants (cgroup.procs).",
+                &contract::container::PROCESSES,
                 &labels,
                 processes as f64,
             );
@@ -449,8 +449,7 @@ impl Collector for CgroupCollector {
                         });
                         for (direction, bytes) in [("receive", rx), ("transmit", tx)] {
                             out.counter(
-                                container::NETWORK_BYTES_TOTAL,
-                                "Bytes received or transmitted in the container's own network namespace (/proc/<pid>/net/dev).",
+                                &contract::container::NETWORK_BYTES_TOTAL,
                                 &[labels[0], labels[1], (label::DIRECTION, direction), (label::SOURCE, source::PROCFS)],
                                 bytes as f64,
                             );
@@ -486,9 +485,12 @@ impl CgroupCollector {
         if let Ok(text) = self.stat.read() {
             let (stat, malformed) = cpu::parse_stat(text);
             report.malformed_lines += malformed;
-            // user nice system idle iowait irq softirq steal: busy = all but idle and iowait.
-            let m = stat.modes;
-            let busy_ticks = m[0] + m[1] + m[2] + m[5] + m[6] + m[7];
+            let busy_ticks: u64 = contract::cpu_mode::ALL
+                .iter()
+                .zip(stat.modes)
+                .filter(|(mode, _)| contract::cpu_mode::is_busy(mode))
+                .map(|(_, ticks)| ticks)
+                .sum();
             let node = busy_ticks as f64 / self.ticks_per_second;
             emit_cpu(
                 out,
@@ -512,8 +514,7 @@ impl CgroupCollector {
             );
             for (direction, bytes) in [("read", io.0), ("write", io.1)] {
                 out.counter(
-                    container::DISK_BYTES_TOTAL,
-                    DISK_HELP,
+                    &contract::container::DISK_BYTES_TOTAL,
                     &[
                         labels[0],
                         labels[1],
@@ -525,20 +526,17 @@ impl CgroupCollector {
             }
         }
         out.gauge(
-            container::PROCESSES,
-            "Processes in the container's cgroup and its descendants (cgroup.procs).",
+            &contract::container::PROCESSES,
             &labels,
             all_processes.saturating_sub(sums.processes) as f64,
         );
     }
 }
 
-const DISK_HELP: &str = "Bytes read or written by the container on whole disks (io.stat / blkio).";
 
 fn emit_cpu(out: &mut MetricSet, labels: &[(&'static str, &str); 2], seconds: f64) {
     out.counter(
-        container::CPU_SECONDS_TOTAL,
-        "CPU time used by the container's cgroup (cpu.stat usage_usec / cpuacct.usage); system = node busy time not used by containers.",
+        &contract::container::CPU_SECONDS_TOTAL,
         &[labels[0], labels[1], (label::SOURCE, source::CGROUP)],
         seconds,
     );
@@ -546,8 +544,7 @@ fn emit_cpu(out: &mut MetricSet, labels: &[(&'static str, &str); 2], seconds: f6
 
 fn emit_memory(out: &mut MetricSet, labels: &[(&'static str, &str); 2], bytes: u64) {
     out.gauge(
-        container::MEMORY_BYTES,
-        "Memory charged to the container's cgroup, page cache included (memory.current / memory.usage_in_bytes).",
+        &contract::container::MEMORY_BYTES,
         labels,
         bytes as f64,
     );
@@ -556,8 +553,7 @@ fn emit_memory(out: &mut MetricSet, labels: &[(&'static str, &str); 2], bytes: u
 fn emit_disk(out: &mut MetricSet, labels: &[(&'static str, &str); 2], io: IoBytes) {
     for (direction, bytes) in [("read", io.read), ("write", io.write)] {
         out.counter(
-            container::DISK_BYTES_TOTAL,
-            DISK_HELP,
+            &contract::container::DISK_BYTES_TOTAL,
             &[
                 labels[0],
                 labels[1],

@@ -11,12 +11,13 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use greenpipe_common::names::{exporter, process, source};
+use greenpipe_common::names::source;
+use greenpipe_common::contract;
 
 use super::{emit_counters, Families};
 use crate::bpf::abi::{CgroupCounters, RunningSlice};
 use crate::bpf::Accounting;
-use crate::collector::process::{labels, top_n, Labeler, CPU_HELP};
+use crate::collector::process::{labels, top_n, Labeler};
 use crate::metrics::MetricSet;
 
 /// What was exported for one process at the previous tick.
@@ -181,8 +182,7 @@ impl Processes {
             );
         }
         out.gauge(
-            exporter::BPF_PROCESSES_TRACKED,
-            "Processes held in the BPF per-process map.",
+            &contract::exporter::BPF_PROCESSES_TRACKED,
             &[],
             tracked as f64,
         );
@@ -191,23 +191,11 @@ impl Processes {
 }
 
 const PROCESS_FAMILIES: Families = Families {
-    cpu_seconds: (process::CPU_SECONDS_TOTAL, CPU_HELP),
-    page_cache_hits: (
-        process::PAGE_CACHE_HITS_TOTAL,
-        "Pages the process's read() calls found in the page cache.",
-    ),
-    page_cache_additions: (
-        process::PAGE_CACHE_ADDITIONS_TOTAL,
-        "Pages the process added to the page cache (misses filled, new pages written).",
-    ),
-    disk_bytes: (
-        process::DISK_BYTES_TOTAL,
-        "Block I/O bytes submitted by the process.",
-    ),
-    network_bytes: (
-        process::NETWORK_BYTES_TOTAL,
-        "Socket payload bytes moved by the process.",
-    ),
+    cpu_seconds: &contract::process::CPU_SECONDS_TOTAL,
+    page_cache_hits: &contract::process::PAGE_CACHE_HITS_TOTAL,
+    page_cache_additions: &contract::process::PAGE_CACHE_ADDITIONS_TOTAL,
+    disk_bytes: &contract::process::DISK_BYTES_TOTAL,
+    network_bytes: &contract::process::NETWORK_BYTES_TOTAL,
 };
 
 #[cfg(test)]
