@@ -84,7 +84,12 @@ fn workload_in_a_pod_cgroup_is_seen_by_the_exporter_and_logged() {
     let port = free_port();
     let child = Command::new(workspace_binary("greenpipe-exporter"))
         .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
-        .args(["--node-name", "workload-test", "--collection.interval", "500ms"])
+        .args([
+            "--node-name",
+            "workload-test",
+            "--collection.interval",
+            "500ms",
+        ])
         .stderr(Stdio::null())
         .spawn()
         .expect("starting the exporter");
@@ -103,12 +108,26 @@ fn workload_in_a_pod_cgroup_is_seen_by_the_exporter_and_logged() {
         &dir,
         &workload,
         &[
-            "infer", "--model", "mobilenet_v2", "--image-size", "64", "--duration", "4s",
-            "--web.listen-address", &web, "--campaign-log", log_s, "--node", "workload-test",
+            "infer",
+            "--model",
+            "mobilenet_v2",
+            "--image-size",
+            "64",
+            "--duration",
+            "4s",
+            "--web.listen-address",
+            &web,
+            "--campaign-log",
+            log_s,
+            "--node",
+            "workload-test",
         ],
     );
     let status = infer.wait_exit(Duration::from_secs(180));
-    assert!(status.is_some_and(|s| s.success()), "infer failed: {status:?}");
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "infer failed: {status:?}"
+    );
 
     let after_text = fresh(&url);
     let after = container_cpu(&after_text, &id).unwrap();
@@ -117,7 +136,10 @@ fn workload_in_a_pod_cgroup_is_seen_by_the_exporter_and_logged() {
         after > before + 0.5,
         "container CPU {before} -> {after} s while a 4 s inference ran"
     );
-    assert!(after <= kernel + 1e-6, "exported {after} s above the kernel's {kernel} s");
+    assert!(
+        after <= kernel + 1e-6,
+        "exported {after} s above the kernel's {kernel} s"
+    );
     let pod_label = after_text
         .lines()
         .find(|l| l.starts_with(container::CPU_SECONDS_TOTAL) && l.contains(id.as_str()))
@@ -134,8 +156,14 @@ fn workload_in_a_pod_cgroup_is_seen_by_the_exporter_and_logged() {
     assert_eq!(w[0]["complete"], true);
     assert_eq!(w[0]["config"]["mode"], "local");
     assert!(w[0]["inferences"].as_u64().unwrap() > 0);
-    let (start, end) = (w[0]["start"].as_f64().unwrap(), w[0]["end"].as_f64().unwrap());
-    assert!(end - start >= 4.0 && end - start < 60.0, "window {start}..{end}");
+    let (start, end) = (
+        w[0]["start"].as_f64().unwrap(),
+        w[0]["end"].as_f64().unwrap(),
+    );
+    assert!(
+        end - start >= 4.0 && end - start < 60.0,
+        "window {start}..{end}"
+    );
 
     // A benchmark cut short by SIGTERM: its window is written, marked incomplete.
     let cpu_before = usage_seconds(&dir);
@@ -143,14 +171,29 @@ fn workload_in_a_pod_cgroup_is_seen_by_the_exporter_and_logged() {
         &dir,
         &workload,
         &[
-            "bench", "micro", "--only", "cpu-int", "--levels", "100", "--step", "10m",
-            "--threads", "1", "--web.listen-address", &web, "--campaign-log", log_s,
+            "bench",
+            "micro",
+            "--only",
+            "cpu-int",
+            "--levels",
+            "100",
+            "--step",
+            "10m",
+            "--threads",
+            "1",
+            "--web.listen-address",
+            &web,
+            "--campaign-log",
+            log_s,
         ],
     );
     std::thread::sleep(Duration::from_secs(3));
     let status = bench.terminate();
     assert!(status.is_some_and(|s| s.success()), "bench exit {status:?}");
-    assert!(usage_seconds(&dir) > cpu_before + 0.5, "the benchmark used no CPU");
+    assert!(
+        usage_seconds(&dir) > cpu_before + 0.5,
+        "the benchmark used no CPU"
+    );
     let w = windows(&log);
     assert_eq!(w.len(), 2, "{w:?}");
     assert_eq!(w[1]["workload"], "cpu-int");

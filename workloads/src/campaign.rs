@@ -48,9 +48,7 @@ impl Placement {
         Placement {
             node,
             container_id: container.as_ref().map(|c| c.container_id.clone()),
-            pod_uid: container
-                .map(|c| c.pod_uid)
-                .filter(|uid| !uid.is_empty()),
+            pod_uid: container.map(|c| c.pod_uid).filter(|uid| !uid.is_empty()),
         }
     }
 }
@@ -178,8 +176,10 @@ mod tests {
         log.append(&w).unwrap();
         log.append(&w).unwrap();
         let text = std::fs::read_to_string(dir.path().join("c.jsonl")).unwrap();
-        let lines: Vec<serde_json::Value> =
-            text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["workload"], "cpu-int");
         assert_eq!(lines[0]["node"], "n");

@@ -282,10 +282,17 @@ mod tests {
     #[test]
     fn lists_sweep_every_combination() {
         let cli = Cli::try_parse_from([
-            "w", "infer", "--model", "mobilenet_v2,resnet50_v2", "--precision", "f32,int8",
+            "w",
+            "infer",
+            "--model",
+            "mobilenet_v2,resnet50_v2",
+            "--precision",
+            "f32,int8",
         ])
         .unwrap();
-        let Command::Infer(a) = cli.command else { panic!("infer") };
+        let Command::Infer(a) = cli.command else {
+            panic!("infer")
+        };
         assert_eq!(a.model.specs().unwrap().len(), 4);
         assert!(a.model.spec().is_err(), "serve takes one configuration");
     }
@@ -294,9 +301,19 @@ mod tests {
     fn bad_model_flags_are_refused() {
         let parse = |args: &[&str]| Cli::try_parse_from(args);
         assert!(parse(&["w", "infer", "--model", "vgg16"]).is_err());
-        assert!(parse(&["w", "infer", "--model", "mobilenet_v2", "--precision", "int4"]).is_err());
+        assert!(parse(&[
+            "w",
+            "infer",
+            "--model",
+            "mobilenet_v2",
+            "--precision",
+            "int4"
+        ])
+        .is_err());
         let cli = parse(&["w", "infer", "--model", "mobilenet_v2", "--threads", "4096"]).unwrap();
-        let Command::Infer(a) = cli.command else { panic!("infer") };
+        let Command::Infer(a) = cli.command else {
+            panic!("infer")
+        };
         let err = a.model.specs().unwrap_err();
         assert!(format!("{err}").contains("--threads 4096"), "{err}");
     }

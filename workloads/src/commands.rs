@@ -10,7 +10,9 @@ use anyhow::{bail, Context};
 
 use crate::bench::{self, Group};
 use crate::campaign::{unix_now, CampaignLog, Placement, Window};
-use crate::cli::{self, BenchArgs, ClientArgs, Cli, Command, Common, InferArgs, PeerArgs, ServeArgs};
+use crate::cli::{
+    self, BenchArgs, Cli, ClientArgs, Command, Common, InferArgs, PeerArgs, ServeArgs,
+};
 use crate::images::ImageSet;
 use crate::metrics::{self, InferenceLabels, Metrics};
 use crate::model::{Arch, Engine, ModelSpec, Precision};
@@ -68,10 +70,7 @@ async fn context(common: &Common) -> anyhow::Result<Context_> {
 fn list() {
     println!("models:");
     for a in Arch::ALL {
-        println!(
-            "  {a} ({})",
-            Precision::ALL.map(|p| p.name()).join(", ")
-        );
+        println!("  {a} ({})", Precision::ALL.map(|p| p.name()).join(", "));
     }
     println!("benchmarks:");
     for b in bench::all() {
@@ -217,10 +216,7 @@ async fn serve(ctx: &Context_, args: ServeArgs) -> anyhow::Result<()> {
                 .max_decoding_message_size(64 << 20)
                 .max_encoding_message_size(64 << 20),
         )
-        .serve_with_incoming_shutdown(
-            tokio_stream_of(listener),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(tokio_stream_of(listener), shutdown)
         .await
         .context("gRPC server")?;
     let end = unix_now();
@@ -307,7 +303,10 @@ async fn bench_group(ctx: &Context_, args: BenchArgs) -> anyhow::Result<()> {
         .collect();
     for name in &args.only {
         if !all.iter().any(|b| b.name == name) {
-            bail!("--only {name:?} is not a benchmark of {} (see `greenpipe-workload list`)", args.group);
+            bail!(
+                "--only {name:?} is not a benchmark of {} (see `greenpipe-workload list`)",
+                args.group
+            );
         }
     }
     if args.levels.is_empty() || args.levels.iter().any(|l| !(1..=100).contains(l)) {

@@ -96,7 +96,11 @@ fn serve_connection(mut conn: TcpStream, stop: Arc<AtomicBool>) {
                     return;
                 }
             }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(_) => return,
         }
     }
@@ -110,7 +114,14 @@ fn request_loop(conn: &mut TcpStream, stop: &AtomicBool) -> std::io::Result<()> 
     while !stop.load(Ordering::Relaxed) {
         match conn.read_exact(&mut len) {
             Ok(()) => {}
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
             Err(e) => return Err(e),
         }
         payload.resize(u32::from_le_bytes(len) as usize, 0);

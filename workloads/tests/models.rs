@@ -35,7 +35,10 @@ fn check(arch: Arch) {
     let f32_engine = Engine::build(&spec(arch, Precision::F32), &input).unwrap();
     let reference = f32_engine.infer(&input).unwrap();
     assert_eq!(reference.len(), CLASSES);
-    assert!(reference.iter().all(|v| v.is_finite()), "{arch} f32 not finite");
+    assert!(
+        reference.iter().all(|v| v.is_finite()),
+        "{arch} f32 not finite"
+    );
     let spread = std_dev(&reference);
     assert!(
         spread > 1e-3 && spread < 1e3,
@@ -43,16 +46,30 @@ fn check(arch: Arch) {
     );
     // Deterministic: a second engine of the same seed gives the same logits.
     let again = Engine::build(&spec(arch, Precision::F32), &input).unwrap();
-    assert_eq!(reference, again.infer(&input).unwrap(), "{arch} f32 not deterministic");
+    assert_eq!(
+        reference,
+        again.infer(&input).unwrap(),
+        "{arch} f32 not deterministic"
+    );
     // Another image gives other logits (the input reaches the output).
     let other = f32_engine.infer(&images.batch(1, 1, 64).unwrap()).unwrap();
-    assert!(cosine(&reference, &other) < 0.999999, "{arch}: output ignores the input");
+    assert!(
+        cosine(&reference, &other) < 0.999999,
+        "{arch}: output ignores the input"
+    );
 
     for precision in [Precision::F16, Precision::Int8] {
         let engine = Engine::build(&spec(arch, precision), &input).unwrap();
         let out = engine.infer(&input).unwrap();
-        assert!(out.iter().all(|v| v.is_finite()), "{arch} {precision} not finite");
-        assert_eq!(out, engine.infer(&input).unwrap(), "{arch} {precision} not deterministic");
+        assert!(
+            out.iter().all(|v| v.is_finite()),
+            "{arch} {precision} not finite"
+        );
+        assert_eq!(
+            out,
+            engine.infer(&input).unwrap(),
+            "{arch} {precision} not deterministic"
+        );
         let c = cosine(&reference, &out);
         println!("{arch} {precision}: cosine to f32 {c:.5}");
         assert!(c > 0.95, "{arch} {precision} far from f32: cosine {c}");

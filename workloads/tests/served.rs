@@ -85,17 +85,31 @@ fn serve_and_client_agree_and_bad_requests_are_refused() {
 
     let text = scrape(web);
     promtool_check(&text);
-    let served = [r#"workload="serve""#, r#"model="mobilenet_v2""#, r#"precision="int8""#, r#"mode="served""#];
+    let served = [
+        r#"workload="serve""#,
+        r#"model="mobilenet_v2""#,
+        r#"precision="int8""#,
+        r#"mode="served""#,
+    ];
     assert_eq!(
         sample(&text, "greenpipe_workload_inferences_total", &served),
         Some(12.0),
         "server and client disagree:\n{text}"
     );
     assert_eq!(
-        sample(&text, "greenpipe_workload_inference_duration_seconds_count", &served),
+        sample(
+            &text,
+            "greenpipe_workload_inference_duration_seconds_count",
+            &served
+        ),
         Some(12.0)
     );
-    let sum = sample(&text, "greenpipe_workload_inference_duration_seconds_sum", &served).unwrap();
+    let sum = sample(
+        &text,
+        "greenpipe_workload_inference_duration_seconds_sum",
+        &served,
+    )
+    .unwrap();
     assert!(sum > 0.0, "latency histogram empty");
 
     // Wrong requests, through a tonic client of the same .proto.
@@ -104,21 +118,32 @@ fn serve_and_client_agree_and_bad_requests_are_refused() {
         let mut c = GrpcInferenceServiceClient::connect(format!("http://{grpc_addr}"))
             .await
             .unwrap();
-        let ready = c.server_ready(ServerReadyRequest {}).await.unwrap().into_inner();
+        let ready = c
+            .server_ready(ServerReadyRequest {})
+            .await
+            .unwrap()
+            .into_inner();
         assert!(ready.ready);
         let unknown = c
-            .model_ready(ModelReadyRequest { name: "vgg".into(), version: String::new() })
+            .model_ready(ModelReadyRequest {
+                name: "vgg".into(),
+                version: String::new(),
+            })
             .await
             .unwrap()
             .into_inner();
         assert!(!unknown.ready);
 
-        let wrong_shape = c.model_infer(request(vec![1, 3, 32, 32], "FP32", "mobilenet_v2")).await;
+        let wrong_shape = c
+            .model_infer(request(vec![1, 3, 32, 32], "FP32", "mobilenet_v2"))
+            .await;
         let status = wrong_shape.expect_err("a 32×32 input must be refused");
         assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
         assert!(status.message().contains("shape"), "{}", status.message());
 
-        let wrong_type = c.model_infer(request(vec![1, 3, 64, 64], "FP16", "mobilenet_v2")).await;
+        let wrong_type = c
+            .model_infer(request(vec![1, 3, 64, 64], "FP16", "mobilenet_v2"))
+            .await;
         assert_eq!(wrong_type.unwrap_err().code(), tonic::Code::InvalidArgument);
 
         let mut short = request(vec![1, 3, 64, 64], "FP32", "mobilenet_v2");
@@ -128,7 +153,9 @@ fn serve_and_client_agree_and_bad_requests_are_refused() {
             tonic::Code::InvalidArgument
         );
 
-        let unknown_model = c.model_infer(request(vec![1, 3, 64, 64], "FP32", "vgg16")).await;
+        let unknown_model = c
+            .model_infer(request(vec![1, 3, 64, 64], "FP32", "vgg16"))
+            .await;
         assert_eq!(unknown_model.unwrap_err().code(), tonic::Code::NotFound);
 
         // Typed contents instead of raw bytes work too, and the server still serves.
@@ -138,7 +165,11 @@ fn serve_and_client_agree_and_bad_requests_are_refused() {
             fp32_contents: vec![0.25; 3 * 64 * 64],
             ..Default::default()
         });
-        let ok = c.model_infer(typed).await.expect("server keeps serving").into_inner();
+        let ok = c
+            .model_infer(typed)
+            .await
+            .expect("server keeps serving")
+            .into_inner();
         assert_eq!(ok.id, "t");
         assert_eq!(ok.outputs[0].shape, vec![1, 1000]);
         assert_eq!(ok.raw_output_contents[0].len(), 4000);
@@ -146,7 +177,11 @@ fn serve_and_client_agree_and_bad_requests_are_refused() {
 
     let text = scrape(web);
     assert_eq!(
-        sample(&text, "greenpipe_workload_request_errors_total", &[r#"code="INVALID_ARGUMENT""#]),
+        sample(
+            &text,
+            "greenpipe_workload_request_errors_total",
+            &[r#"code="INVALID_ARGUMENT""#]
+        ),
         Some(3.0)
     );
     assert_eq!(
@@ -169,8 +204,14 @@ fn serve_and_client_agree_and_bad_requests_are_refused() {
     assert_eq!(serve_w["config"]["mode"], "served");
     // No planned duration: SIGTERM is the planned end.
     assert_eq!(serve_w["complete"], true);
-    let (s0, s1) = (serve_w["start"].as_f64().unwrap(), serve_w["end"].as_f64().unwrap());
-    let (c0, c1) = (client_w["start"].as_f64().unwrap(), client_w["end"].as_f64().unwrap());
+    let (s0, s1) = (
+        serve_w["start"].as_f64().unwrap(),
+        serve_w["end"].as_f64().unwrap(),
+    );
+    let (c0, c1) = (
+        client_w["start"].as_f64().unwrap(),
+        client_w["end"].as_f64().unwrap(),
+    );
     assert!(s0 <= c0 && c1 <= s1, "client window inside the server's");
 }
 
@@ -178,8 +219,19 @@ fn serve_and_client_agree_and_bad_requests_are_refused() {
 fn client_reports_a_server_that_is_down() {
     let port = free_port();
     let out = std::process::Command::new(BIN)
-        .args(["client", "--target", &format!("127.0.0.1:{port}"), "--model", "mobilenet_v2"])
-        .args(["--concurrency", "1", "--web.listen-address", &format!("127.0.0.1:{}", free_port())])
+        .args([
+            "client",
+            "--target",
+            &format!("127.0.0.1:{port}"),
+            "--model",
+            "mobilenet_v2",
+        ])
+        .args([
+            "--concurrency",
+            "1",
+            "--web.listen-address",
+            &format!("127.0.0.1:{}", free_port()),
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success(), "a client without a server must fail");

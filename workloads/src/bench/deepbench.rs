@@ -46,7 +46,19 @@ const fn c(
     stride_w: usize,
     stride_h: usize,
 ) -> Conv {
-    Conv { w, h, c, n, k, s, r, pad_w, pad_h, stride_w, stride_h }
+    Conv {
+        w,
+        h,
+        c,
+        n,
+        k,
+        s,
+        r,
+        pad_w,
+        pad_h,
+        stride_w,
+        stride_h,
+    }
 }
 
 impl Gemm {
@@ -313,7 +325,10 @@ mod tests {
     #[test]
     fn every_problem_has_a_valid_output() {
         for p in CONV_DEVICE.iter().chain(&CONV_SERVER) {
-            assert!(p.w + 2 * p.pad_w >= p.s && p.h + 2 * p.pad_h >= p.r, "{p:?}");
+            assert!(
+                p.w + 2 * p.pad_w >= p.s && p.h + 2 * p.pad_h >= p.r,
+                "{p:?}"
+            );
             assert!(p.flops() > 0, "{p:?}");
         }
         // Spot checks against the source's first and last entries.

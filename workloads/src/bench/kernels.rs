@@ -71,7 +71,7 @@ fn plan(proto: &ModelProto) -> anyhow::Result<Plan> {
         .model_for_proto_model(proto)?
         .into_optimized()?;
     Ok(model.into_runnable_with_options(&RunOptions {
-        executor: Some(tract_onnx::tract_core::multithread::Executor::SingleThread),
+        executor: Some(tract_linalg::multithread::Executor::SingleThread),
         ..Default::default()
     })?)
 }
@@ -163,7 +163,11 @@ fn input_tensor(
 
 fn gemm_problem(p: &Gemm, int8: bool, rng: &mut rand::rngs::ChaCha8Rng) -> anyhow::Result<Problem> {
     let (m, n, k) = (p.m as i64, p.n as i64, p.k as i64);
-    let bdt = if int8 { DataType::Int8 } else { DataType::Float };
+    let bdt = if int8 {
+        DataType::Int8
+    } else {
+        DataType::Float
+    };
     let b = raw_tensor("b", &[k, n], bdt, random_bytes(rng, p.k * p.n, int8));
     let proto = if int8 {
         let mut inits = qparams(p.k);
@@ -171,14 +175,20 @@ fn gemm_problem(p: &Gemm, int8: bool, rng: &mut rand::rngs::ChaCha8Rng) -> anyho
         model(
             vec![node(
                 "QLinearMatMul",
-                &["a", "a_scale", "a_zero", "b", "b_scale", "b_zero", "y_scale", "y_zero"],
+                &[
+                    "a", "a_scale", "a_zero", "b", "b_scale", "b_zero", "y_scale", "y_zero",
+                ],
                 vec![],
             )],
             inits,
             (&[m, k], DataType::Uint8),
         )
     } else {
-        model(vec![node("MatMul", &["a", "b"], vec![])], vec![b], (&[m, k], DataType::Float))
+        model(
+            vec![node("MatMul", &["a", "b"], vec![])],
+            vec![b],
+            (&[m, k], DataType::Float),
+        )
     };
     Ok(Problem {
         plan: plan(&proto).with_context(|| format!("GEMM {p:?}"))?,
@@ -188,15 +198,29 @@ fn gemm_problem(p: &Gemm, int8: bool, rng: &mut rand::rngs::ChaCha8Rng) -> anyho
 }
 
 fn conv_problem(p: &Conv, int8: bool, rng: &mut rand::rngs::ChaCha8Rng) -> anyhow::Result<Problem> {
-    let wdt = if int8 { DataType::Int8 } else { DataType::Float };
+    let wdt = if int8 {
+        DataType::Int8
+    } else {
+        DataType::Float
+    };
     let w_dims = [p.k as i64, p.c as i64, p.r as i64, p.s as i64];
-    let w = raw_tensor("w", &w_dims, wdt, random_bytes(rng, p.k * p.c * p.r * p.s, int8));
+    let w = raw_tensor(
+        "w",
+        &w_dims,
+        wdt,
+        random_bytes(rng, p.k * p.c * p.r * p.s, int8),
+    );
     let attrs = vec![
         ints("kernel_shape", &[p.r as i64, p.s as i64]),
         ints("strides", &[p.stride_h as i64, p.stride_w as i64]),
         ints(
             "pads",
-            &[p.pad_h as i64, p.pad_w as i64, p.pad_h as i64, p.pad_w as i64],
+            &[
+                p.pad_h as i64,
+                p.pad_w as i64,
+                p.pad_h as i64,
+                p.pad_w as i64,
+            ],
         ),
         int("group", 1),
     ];
@@ -207,14 +231,20 @@ fn conv_problem(p: &Conv, int8: bool, rng: &mut rand::rngs::ChaCha8Rng) -> anyho
         model(
             vec![node(
                 "QLinearConv",
-                &["a", "a_scale", "a_zero", "w", "b_scale", "b_zero", "y_scale", "y_zero"],
+                &[
+                    "a", "a_scale", "a_zero", "w", "b_scale", "b_zero", "y_scale", "y_zero",
+                ],
                 attrs,
             )],
             inits,
             (&in_dims, DataType::Uint8),
         )
     } else {
-        model(vec![node("Conv", &["a", "w"], attrs)], vec![w], (&in_dims, DataType::Float))
+        model(
+            vec![node("Conv", &["a", "w"], attrs)],
+            vec![w],
+            (&in_dims, DataType::Float),
+        )
     };
     Ok(Problem {
         plan: plan(&proto).with_context(|| format!("convolution {p:?}"))?,

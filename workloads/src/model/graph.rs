@@ -25,9 +25,9 @@ use std::collections::HashMap;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 use tract_onnx::pb::{
-    attribute_proto::AttributeType, tensor_proto::DataType, type_proto, AttributeProto,
-    GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto,
-    TypeProto, ValueInfoProto,
+    attribute_proto::AttributeType, tensor_proto::DataType, type_proto, AttributeProto, GraphProto,
+    ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
+    ValueInfoProto,
 };
 
 /// ONNX opset the graphs are written against (Clip with tensor bounds needs 11+).
@@ -220,7 +220,11 @@ impl GraphBuilder {
                 let (wq, sw, zw, _) =
                     self.weights_i8(&[fan_in as i64, out_features as i64], &weights);
                 let (sy, zy) = self.qparams(out_range);
-                let yq = self.node("QLinearMatMul", &[&xq, &sx, &zx, &wq, &sw, &zw, &sy, &zy], vec![]);
+                let yq = self.node(
+                    "QLinearMatMul",
+                    &[&xq, &sx, &zx, &wq, &sw, &zw, &sy, &zy],
+                    vec![],
+                );
                 let y = self.node("DequantizeLinear", &[&yq, &sy, &zy], vec![]);
                 let b = self.constant_f32("b", &[out_features as i64], &bias);
                 self.node("Add", &[&y, &b], vec![])
@@ -255,7 +259,10 @@ impl GraphBuilder {
     }
 
     fn weights_i8(&mut self, dims: &[i64], w: &[f32]) -> (String, String, String, f32) {
-        let max = w.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(f32::MIN_POSITIVE);
+        let max = w
+            .iter()
+            .fold(0.0f32, |m, v| m.max(v.abs()))
+            .max(f32::MIN_POSITIVE);
         let scale = max / 127.0;
         let raw = w
             .iter()

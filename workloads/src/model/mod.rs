@@ -67,7 +67,9 @@ impl FromStr for Arch {
             .into_iter()
             .find(|a| a.name() == s)
             .with_context(|| {
-                format!("unknown model {s:?}: expected mobilenet_v2, efficientnet_b0 or resnet50_v2")
+                format!(
+                    "unknown model {s:?}: expected mobilenet_v2, efficientnet_b0 or resnet50_v2"
+                )
             })
     }
 }
@@ -213,18 +215,19 @@ impl Engine {
         };
         let outputs = self.plan.run(tvec!(tensor.into()))?;
         let logits = outputs[0].cast_to::<f32>()?;
-        Ok(logits.as_slice::<f32>()?.to_vec())
+        Ok(logits
+            .to_plain_array_view::<f32>()?
+            .iter()
+            .copied()
+            .collect())
     }
 }
 
 fn runnable(model: TypedModel, threads: usize) -> anyhow::Result<Plan> {
     let executor = if threads > 1 {
-        tract_onnx::tract_core::multithread::Executor::multithread_with_name(
-            threads,
-            "greenpipe-infer",
-        )
+        tract_linalg::multithread::Executor::multithread_with_name(threads, "greenpipe-infer")
     } else {
-        tract_onnx::tract_core::multithread::Executor::SingleThread
+        tract_linalg::multithread::Executor::SingleThread
     };
     let options = RunOptions {
         executor: Some(executor),
@@ -258,7 +261,7 @@ fn calibrate(spec: &ModelSpec, batch: &[f32]) -> anyhow::Result<Calibration> {
     let mut cal = Calibration::default();
     for (i, layer) in probes.iter().enumerate() {
         let range = |t: &TValue| -> anyhow::Result<(f32, f32)> {
-            let v = t.as_slice::<f32>()?;
+            let v = t.to_plain_array_view::<f32>()?;
             Ok(v.iter()
                 .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| {
                     (lo.min(*x), hi.max(*x))

@@ -110,9 +110,9 @@ pub async fn run(
     let payloads: Arc<Vec<Vec<u8>>> = Arc::new(
         (0..images.len().min(4))
             .map(|i| {
-                images.batch(i * batch, batch, size).map(|v| {
-                    v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()
-                })
+                images
+                    .batch(i * batch, batch, size)
+                    .map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())
             })
             .collect::<anyhow::Result<_>>()?,
     );

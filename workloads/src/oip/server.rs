@@ -16,8 +16,8 @@ use tokio::sync::Semaphore;
 use tonic::{Request, Response, Status};
 
 use super::pb::grpc_inference_service_server::GrpcInferenceService;
-use super::pb::model_metadata_response::TensorMetadata;
 use super::pb::model_infer_response::InferOutputTensor;
+use super::pb::model_metadata_response::TensorMetadata;
 use super::pb::*;
 use super::{INPUT_NAME, MODEL_VERSION, OUTPUT_NAME};
 use crate::metrics::{InferenceLabels, Metrics};
@@ -221,8 +221,7 @@ impl GrpcInferenceService for InferenceService {
         let input = match self.input_of(&req) {
             Ok(input) => input,
             Err(status) => {
-                self.metrics
-                    .error("serve", code_name(status.code()));
+                self.metrics.error("serve", code_name(status.code()));
                 return Err(status);
             }
         };
