@@ -34,6 +34,12 @@ for svc in prometheus prometheus-node-exporter victoria-metrics; do
   systemctl stop "$svc" >/dev/null 2>&1 || true
 done
 command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust stable)" >&2; exit 1; }
+# The tests' Kubernetes control plane is built from Go source (scripts/control-plane.sh); Go is a
+# test-time tool only. Debian 12's golang is too old for Kubernetes 1.36: Go >= 1.26 must be on
+# PATH (it is on the project's machines).
+command -v go >/dev/null || { echo "setup: go not found (Go >= 1.26 builds the test control plane)" >&2; exit 1; }
+go_minor="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
+((go_minor >= 26)) || { echo "setup: $(go env GOVERSION) is too old; Go >= 1.26 builds the test control plane" >&2; exit 1; }
 # deploy/ checks: kubectl (kustomize) and pinned Python validators in a venv beside the checkout.
 command -v kubectl >/dev/null || { echo "setup: kubectl not found (needed for kubectl kustomize)" >&2; exit 1; }
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export GREENPIPE_BUILD_BPF=1   # build the real BPF objects, never the editor stubs
+# The Kubernetes control plane the k8s tests run (built from source once per machine, cached).
+scripts/control-plane.sh build >/dev/null
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Two cores: run test binaries one at a time so timing-sensitive kernel tests are not starved.

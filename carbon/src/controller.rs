@@ -202,7 +202,7 @@ pub fn print_plan(plan: &Plan, nodes: &[Node], now: i64) -> Result<()> {
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(&c.node))
             .context("planned node vanished")?;
-        let patch = json_patch(node, c, now)?;
+        let patch = json_patch(node, c, now, crate::time::now())?;
         println!(
             "node {}: {} -> {}{} ({})\n  patch: {}",
             c.node,
@@ -222,6 +222,82 @@ pub fn print_plan(plan: &Plan, nodes: &[Node], now: i64) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Patch attempts per node and round: the first, plus re-plans after concurrent edits.
+const PATCH_ATTEMPTS: usize = 5;
+
+/// Whether a refused patch may be a lost race: 409, or 422, which is what the API server answers
+/// when our `test` of `resourceVersion` fails (its message does not say which op failed, so the
+/// caller re-reads the node and compares resourceVersions to tell a race from a bad patch).
+fn may_be_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 409 || status.code == 422)
+}
+
+/// Patches one node; when someone else changed it between our read and our write (another
+/// controller's taint, kubectl label), reads it again, re-plans that node and retries at once
+/// rather than a whole interval later. Errors are logged: one node never stops the round.
+async fn apply_change(
+    api: &kube::Api<Node>,
+    node: &Node,
+    change: &planner::Change,
+    at_horizon: &BTreeMap<String, Option<f64>>,
+    settings: &Settings,
+    now: i64,
+) {
+    let mut node = node.clone();
+    let mut change = change.clone();
+    for attempt in 1..=PATCH_ATTEMPTS {
+        let patch = match json_patch(&node, &change, now, crate::time::now()) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(node = %change.node, error = %e, "building the patch failed");
+                return;
+            }
+        };
+        let result = api
+            .patch(
+                &change.node,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Json::<()>(patch),
+            )
+            .await;
+        match result {
+            Ok(_) => {
+                tracing::info!(node = %change.node, reason = %change.reason, attempt, "patched");
+                return;
+            }
+            Err(e) if may_be_conflict(&e) && attempt < PATCH_ATTEMPTS => {
+                let fresh = match api.get(&change.node).await {
+                    Ok(n) => n,
+                    Err(get) => {
+                        tracing::warn!(node = %change.node, error = %e, get_error = %get, "patch refused and re-reading the node failed; will re-plan next round");
+                        return;
+                    }
+                };
+                if fresh.metadata.resource_version == node.metadata.resource_version {
+                    // Same node as planned: the patch itself is bad, a retry would be too.
+                    tracing::error!(node = %change.node, error = %e, "patch refused for a node that did not change");
+                    return;
+                }
+                tracing::warn!(node = %change.node, error = %e, attempt, "node changed since it was read (conflict); re-reading and re-planning it");
+                node = fresh;
+                let state = node_state(&node, |name, topo| settings.zones.zone_of(name, topo));
+                let replan = planner::plan(&[state], at_horizon, &settings.policy, now);
+                match replan.changes.into_iter().next() {
+                    Some(c) => change = c,
+                    None => {
+                        tracing::info!(node = %change.node, "after the concurrent edit nothing is left to change");
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(node = %change.node, error = %e, attempt, "patch failed; will re-plan next round");
+                return;
+            }
+        }
+    }
 }
 
 /// Runs the controller until interrupted (or one round with `once`).
@@ -272,23 +348,7 @@ pub async fn run(settings: Settings, sink: Option<&(impl SampleSink + Sync)>) ->
                     .iter()
                     .find(|n| n.metadata.name.as_deref() == Some(&change.node))
                     .context("planned node vanished")?;
-                let patch = json_patch(node, change, now)?;
-                match api
-                    .patch(
-                        &change.node,
-                        &kube::api::PatchParams::default(),
-                        &kube::api::Patch::Json::<()>(patch),
-                    )
-                    .await
-                {
-                    Ok(_) => {
-                        tracing::info!(node = %change.node, reason = %change.reason, "patched")
-                    }
-                    // A failed `test` (node changed since we read it) is retried next round.
-                    Err(e) => {
-                        tracing::warn!(node = %change.node, error = %e, "patch failed; will re-plan next round")
-                    }
-                }
+                apply_change(&api, node, change, &at_horizon, &settings, now).await;
             }
         }
         if let Some(sink) = sink {

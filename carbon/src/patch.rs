@@ -55,21 +55,27 @@ pub fn node_state(
 /// The well-known zone label.
 pub const TOPOLOGY_ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
-/// Our taint.
-pub fn taint() -> Taint {
+/// Our taint, stamped with the wall-clock time it is added (unix seconds). `timeAdded` is what
+/// the node lifecycle controller records on its own NoExecute taints: it tells an operator when
+/// the eviction clock of every pod on the node started.
+pub fn taint(added: i64) -> Taint {
     Taint {
         key: KEY.to_string(),
         value: Some(Class::Red.as_str().to_string()),
         effect: TAINT_EFFECT.to_string(),
-        time_added: None,
+        time_added: jiff::Timestamp::from_second(added)
+            .ok()
+            .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
     }
 }
 
-/// The JSON patch realising `change` on `node` at time `now`.
+/// The JSON patch realising `change` on `node`, planned at time `now` (the dwell clock, which
+/// a replay with `--at` sets) and written at wall-clock time `wall` (the taint's `timeAdded`).
 pub fn json_patch(
     node: &Node,
     change: &Change,
     now: i64,
+    wall: i64,
 ) -> Result<json_patch::Patch, serde_json::Error> {
     let mut ops: Vec<Value> = Vec::new();
     if let Some(rv) = &node.metadata.resource_version {
@@ -136,7 +142,7 @@ pub fn json_patch(
             .filter(|t| t.key != KEY)
             .collect();
         if change.to.tainted {
-            taints.push(taint());
+            taints.push(taint(wall));
         }
         let value = serde_json::to_value(&taints)?;
         match (node.spec.is_some(), current.is_some()) {
@@ -204,7 +210,7 @@ mod tests {
             now,
         );
         let change = plan.changes.first().expect("a change");
-        let patch = json_patch(&node, change, now).unwrap();
+        let patch = json_patch(&node, change, now, now).unwrap();
         let patched = apply(doc, &patch);
         let mut doc = serde_json::to_value(&patched).unwrap();
         doc["metadata"]["resourceVersion"] = json!("4712"); // the API server bumps it
@@ -285,7 +291,7 @@ mod tests {
         let (n, _) = round(&doc, &[("A", Some(100.0)), ("B", Some(300.0))], 42);
         assert_eq!(
             n.spec.as_ref().unwrap().taints.as_ref().unwrap(),
-            &vec![taint()]
+            &vec![taint(42)]
         );
         assert_eq!(
             n.metadata
@@ -313,7 +319,7 @@ mod tests {
             forecast: Some(1.0),
             reason: String::new(),
         };
-        let patch = json_patch(&node, &change, 1).unwrap();
+        let patch = json_patch(&node, &change, 1, 1).unwrap();
         let mut moved = doc.clone();
         moved["metadata"]["resourceVersion"] = json!("4800");
         assert!(json_patch::patch(&mut moved, &patch).is_err());

@@ -726,6 +726,15 @@ pub mod estimate {
         labels: &[label::MODEL],
     };
 
+    /// `node_power_abs_error_ratio`.
+    pub const NODE_POWER_ABS_ERROR_RATIO: Family = Family {
+        name: n::NODE_POWER_ABS_ERROR_RATIO,
+        kind: Type::Gauge,
+        unit: "",
+        help: "|prediction - meter| / meter at each tick where the node's meter reads more than 0 W; its mean over time is the model's live MAPE.",
+        labels: &[label::MODEL],
+    };
+
     /// `container_power_watts`.
     pub const CONTAINER_POWER_WATTS: Family = Family {
         name: n::CONTAINER_POWER_WATTS,
@@ -872,8 +881,70 @@ pub mod estimator {
         name: n::MODELS_LOADED,
         kind: Type::Gauge,
         unit: "",
-        help: "1 for every model loaded from the model file.",
+        help: "1 for every model in force (versioned label: name@vN after recalibrations).",
         labels: &[label::MODEL],
+    };
+
+    /// `model_reloads_total`.
+    pub const MODEL_RELOADS_TOTAL: Family = Family {
+        name: n::MODEL_RELOADS_TOTAL,
+        kind: Type::Counter,
+        unit: "",
+        help:
+            "Model sets read again after a file change or SIGHUP, by outcome (applied or refused).",
+        labels: &[label::OUTCOME],
+    };
+
+    /// `model_reload_success`.
+    pub const MODEL_RELOAD_SUCCESS: Family = Family {
+        name: n::MODEL_RELOAD_SUCCESS,
+        kind: Type::Gauge,
+        unit: "",
+        help:
+            "1 if the last model files read were loaded, 0 if refused (the previous models stay).",
+        labels: &[],
+    };
+}
+
+/// The metrics of `greenpipe-estimator recalibrate` about itself (its own `/metrics`).
+pub mod recalibrate {
+    use super::{Family, Type};
+    use crate::names::{label, recalibrate as n};
+
+    /// `live_error_ratio` (also carries `node`).
+    pub const LIVE_ERROR_RATIO: Family = Family {
+        name: n::LIVE_ERROR_RATIO,
+        kind: Type::Gauge,
+        unit: "",
+        help: "Live MAPE (ratio) over --error-window, by node and model, at the last check.",
+        labels: &[label::MODEL],
+    };
+
+    /// `refits_total`.
+    pub const REFITS_TOTAL: Family = Family {
+        name: n::REFITS_TOTAL,
+        kind: Type::Counter,
+        unit: "",
+        help: "Refits attempted, by model and outcome (accepted, rejected or failed).",
+        labels: &[label::MODEL, label::OUTCOME],
+    };
+
+    /// `refit_cpu_seconds`.
+    pub const REFIT_CPU_SECONDS: Family = Family {
+        name: n::REFIT_CPU_SECONDS,
+        kind: Type::Histogram,
+        unit: "seconds",
+        help: "CPU time of one refit (fit and scoring).",
+        labels: &[],
+    };
+
+    /// `checks_total`.
+    pub const CHECKS_TOTAL: Family = Family {
+        name: n::CHECKS_TOTAL,
+        kind: Type::Counter,
+        unit: "",
+        help: "Live-error checks against Prometheus, by outcome (ok or error).",
+        labels: &[label::OUTCOME],
     };
 }
 
@@ -931,6 +1002,7 @@ pub static FAMILIES: &[&Family] = &[
     &estimate::NODE_POWER_WATTS,
     &estimate::NODE_IDLE_POWER_WATTS,
     &estimate::NODE_POWER_ERROR_WATTS,
+    &estimate::NODE_POWER_ABS_ERROR_RATIO,
     &estimate::CONTAINER_POWER_WATTS,
     &estimate::TICK_TIMESTAMP_SECONDS,
     &estimator::TICKS_TOTAL,
@@ -947,6 +1019,12 @@ pub static FAMILIES: &[&Family] = &[
     &estimator::NODES_SKIPPED_TOTAL,
     &estimator::NODES_ESTIMATED,
     &estimator::MODELS_LOADED,
+    &estimator::MODEL_RELOADS_TOTAL,
+    &estimator::MODEL_RELOAD_SUCCESS,
+    &recalibrate::LIVE_ERROR_RATIO,
+    &recalibrate::REFITS_TOTAL,
+    &recalibrate::REFIT_CPU_SECONDS,
+    &recalibrate::CHECKS_TOTAL,
 ];
 
 #[cfg(test)]

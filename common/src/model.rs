@@ -443,6 +443,40 @@ pub struct NodeModel {
     /// Added after the first files of schema 1 were written: absent means none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub baselines: Vec<BaselineModel>,
+    /// Meter-assisted recalibrations applied since training, oldest first (its lineage). Added
+    /// after the first files of schema 1 were written: absent means version 1, as trained.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recalibrations: Vec<Recalibration>,
+}
+
+/// One accepted recalibration of a [`NodeModel`]: which version it made from which, from whose
+/// meter data, and the scores that got it accepted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recalibration {
+    /// Version this recalibration produced (the trained model is version 1).
+    pub version: u32,
+    /// Version it was made from.
+    pub parent_version: u32,
+    /// Unix seconds when it was accepted.
+    pub accepted_at: f64,
+    /// How the parameters were changed (e.g. `affine_correction`).
+    pub method: String,
+    /// Node whose meter supplied the window (for a board-group model, one node of the group).
+    pub node: String,
+    /// Unix seconds of the first sample of the metered window.
+    pub window_from: f64,
+    /// Unix seconds of the last sample of the metered window.
+    pub window_to: f64,
+    /// Samples of the window used to fit.
+    pub fit_samples: u64,
+    /// Samples of the window held out to judge the refit.
+    pub held_out_samples: u64,
+    /// Parameters of the correction, by name (e.g. `offset_watts`, `gain`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, f64>,
+    /// Scores of the parent and of this version, by name (e.g. `held_out_mape_percent_before`).
+    pub scores: BTreeMap<String, f64>,
 }
 
 /// A reference model trained beside a [`NodeModel`] (CPU-utilisation-only linear regression,
@@ -555,6 +589,20 @@ impl ModelFile {
 }
 
 impl NodeModel {
+    /// The model's version: 1 as trained, then that of its last recalibration.
+    pub fn version(&self) -> u32 {
+        self.recalibrations.last().map_or(1, |r| r.version)
+    }
+
+    /// Value of the `model` label on its predictions: the name for a model as trained (so files
+    /// written before recalibration existed keep their series), `name@vN` after recalibrations.
+    pub fn label(&self) -> String {
+        match self.recalibrations.last() {
+            None => self.name.clone(),
+            Some(r) => format!("{}@v{}", self.name, r.version),
+        }
+    }
+
     /// Checks internal consistency.
     pub fn check(&self) -> Result<(), ModelError> {
         let bad = |reason: String| ModelError::Inconsistent {
@@ -562,6 +610,16 @@ impl NodeModel {
             reason,
         };
         check_scaling(&self.features).map_err(bad)?;
+        let mut version = 1;
+        for r in &self.recalibrations {
+            if r.parent_version != version || r.version <= r.parent_version {
+                return Err(bad(format!(
+                    "recalibration to version {} from {} does not follow version {version}",
+                    r.version, r.parent_version
+                )));
+            }
+            version = r.version;
+        }
         for b in &self.baselines {
             b.check()
                 .map_err(|reason| bad(format!("baseline {}: {reason}", b.name)))?;
@@ -659,6 +717,7 @@ mod tests {
             scores: Scores::default(),
             source: None,
             baselines: vec![],
+            recalibrations: vec![],
         }
     }
 

@@ -211,6 +211,15 @@ pub mod estimate {
     /// Gauge, `node`, `model`: prediction minus the node's power-meter reading, where a meter
     /// exists (positive: the model over-estimates).
     pub const NODE_POWER_ERROR_WATTS: &str = "greenpipe_node_power_error_watts";
+    /// Gauge, `node`, `model`: `|prediction - meter| / meter` at each tick, where a meter reads
+    /// more than 0 W. Averaged over time it is the model's live MAPE (as a ratio); the recording
+    /// rules keep it as [`LIVE_MAPE_RATIO`] over 10 minutes and 1 hour, `recalibrate` reads it.
+    pub const NODE_POWER_ABS_ERROR_RATIO: &str = "greenpipe_node_power_abs_error_ratio";
+    /// Recording rule, `node`, `model`, `window` (`10m`|`1h`): mean of
+    /// [`NODE_POWER_ABS_ERROR_RATIO`] over the window.
+    pub const LIVE_MAPE_RATIO: &str = "greenpipe_estimator_live_mape_ratio";
+    /// Label key of [`LIVE_MAPE_RATIO`]: the averaging window.
+    pub const WINDOW: &str = "window";
     /// Gauge, `node`, `container_id`, `pod_uid`, `model`, `component`: power attributed to a
     /// container (`container_id="system"` for host processes); summed over containers and
     /// components it equals the node's prediction.
@@ -250,6 +259,24 @@ pub mod estimator {
     pub const NODES_ESTIMATED: &str = "greenpipe_estimator_nodes_estimated";
     /// Gauge, `model`: 1 for every model loaded from the model file.
     pub const MODELS_LOADED: &str = "greenpipe_estimator_models_loaded";
+    /// Counter, `outcome` (`applied`|`refused`): model sets read again after a change of the
+    /// `--models` file or directory, or a SIGHUP.
+    pub const MODEL_RELOADS_TOTAL: &str = "greenpipe_estimator_model_reloads_total";
+    /// Gauge: 1 when the last model file read was loaded, 0 when it was refused (the previous
+    /// models stay in use).
+    pub const MODEL_RELOAD_SUCCESS: &str = "greenpipe_estimator_model_reload_success";
+}
+
+/// The metrics of `greenpipe-estimator recalibrate` about itself (its own `/metrics`).
+pub mod recalibrate {
+    /// Gauge, `node`, `model`: live MAPE (ratio) over `--error-window`, as last checked.
+    pub const LIVE_ERROR_RATIO: &str = "greenpipe_recalibrate_live_error_ratio";
+    /// Counter, `model`, `outcome` (`accepted`|`rejected`|`failed`): refits attempted.
+    pub const REFITS_TOTAL: &str = "greenpipe_recalibrate_refits_total";
+    /// Histogram: CPU time of one refit (fit and both scorings), seconds.
+    pub const REFIT_CPU_SECONDS: &str = "greenpipe_recalibrate_refit_cpu_seconds";
+    /// Counter, `outcome` (`ok`|`error`): error checks against Prometheus.
+    pub const CHECKS_TOTAL: &str = "greenpipe_recalibrate_checks_total";
 }
 
 /// Grid carbon intensity and carbon-aware placement (written by `greenpipe-carbon`).

@@ -180,6 +180,7 @@ mod tests {
             scores: Scores::default(),
             source: None,
             baselines: vec![],
+            recalibrations: vec![],
         }
     }
 

@@ -126,17 +126,19 @@ pub fn tick_series(estimates: &TickEstimates<'_>) -> Vec<TimeSeries> {
         ts
     };
     let stat = |s: &'static str| Bytes::from_static(s.as_bytes());
-    let (node_power, node_idle, node_error, container_power) = (
+    let (node_power, node_idle, node_error, node_error_ratio, container_power) = (
         stat(estimate::NODE_POWER_WATTS),
         stat(estimate::NODE_IDLE_POWER_WATTS),
         stat(estimate::NODE_POWER_ERROR_WATTS),
+        stat(estimate::NODE_POWER_ABS_ERROR_RATIO),
         stat(estimate::CONTAINER_POWER_WATTS),
     );
     let (idle, dynamic) = (stat(component::IDLE), stat(component::DYNAMIC));
-    let mut out = Vec::with_capacity(estimates.nodes.iter().map(|n| 3 + 2 * n.shares.len()).sum());
+    let mut out = Vec::with_capacity(estimates.nodes.iter().map(|n| 4 + 2 * n.shares.len()).sum());
     for e in &estimates.nodes {
         let node = Bytes::copy_from_slice(e.node.as_bytes());
-        let model = Bytes::copy_from_slice(e.model.name.as_bytes());
+        // The label carries the version, so a recalibrated model starts new series.
+        let model = Bytes::from(e.model.label());
         // Labels in name order: __name__, component, container_id, model, node, pod_uid.
         let node_labels = |name: &Bytes| {
             vec![
@@ -149,6 +151,13 @@ pub fn tick_series(estimates: &TickEstimates<'_>) -> Vec<TimeSeries> {
         out.push(one(node_labels(&node_idle), e.idle_watts));
         if let Some(measured) = e.meter_watts {
             out.push(one(node_labels(&node_error), e.watts - measured));
+            // A meter reading 0 W is unplugged or idle-blind: no relative error from it.
+            if measured > 0.0 {
+                out.push(one(
+                    node_labels(&node_error_ratio),
+                    (e.watts - measured).abs() / measured,
+                ));
+            }
         }
         for s in &e.shares {
             let id = Bytes::copy_from_slice(s.container_id.as_bytes());

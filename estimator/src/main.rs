@@ -27,6 +27,8 @@ enum Command {
     Train(offline::cli::TrainCli),
     /// Score a model file on traces it never saw.
     Validate(offline::cli::ValidateCli),
+    /// Watch live error against meters; refit drifted models and write new versions.
+    Recalibrate(Box<greenpipe_estimator::recalibrate::RecalibrateArgs>),
     /// Leave-one-workload-out for every candidate and baseline, with nested selection.
     Crossval(offline::cli::CrossvalCli),
 }
@@ -47,6 +49,7 @@ fn main() {
         Command::Train(args) => args.run(),
         Command::Validate(args) => args.run(),
         Command::Crossval(args) => args.run(),
+        Command::Recalibrate(args) => greenpipe_estimator::recalibrate::run(*args),
     };
     if let Err(err) = result {
         eprintln!("greenpipe-estimator: {err:#}");

@@ -38,6 +38,10 @@ pub struct Telemetry {
     pub nodes_estimated: IntGauge,
     /// Loaded models.
     pub models_loaded: GaugeVec,
+    /// Model sets read again, by outcome.
+    pub model_reloads: IntCounterVec,
+    /// Whether the last model files read were loaded.
+    pub model_reload_success: IntGauge,
 }
 
 impl Telemetry {
@@ -92,7 +96,15 @@ impl Telemetry {
         registry
             .register(Box::new(models_loaded.clone()))
             .expect("unique metric");
+        let model_reload_success =
+            IntGauge::new(c::MODEL_RELOAD_SUCCESS.name, c::MODEL_RELOAD_SUCCESS.help)
+                .expect("valid metric");
+        registry
+            .register(Box::new(model_reload_success.clone()))
+            .expect("unique metric");
         Telemetry {
+            model_reloads: counter_vec(&c::MODEL_RELOADS_TOTAL),
+            model_reload_success,
             ticks: counter(&c::TICKS_TOTAL),
             ticks_backfilled: counter(&c::TICKS_BACKFILLED_TOTAL),
             ticks_abandoned: counter(&c::TICKS_ABANDONED_TOTAL),
@@ -143,6 +155,7 @@ mod contract_tests {
         t.remote_write_requests.with_label_values(&["200"]).inc();
         t.nodes_skipped.with_label_values(&["no_model"]).inc();
         t.models_loaded.with_label_values(&["m"]).set(1.0);
+        t.model_reloads.with_label_values(&["applied"]).inc();
         let text = t.encode();
         let mut seen = 0;
         for line in text.lines() {
@@ -160,6 +173,6 @@ mod contract_tests {
             }
         }
         // Every family of the estimator's own /metrics (contract::estimator) was seen.
-        assert_eq!(seen, 14, "{text}");
+        assert_eq!(seen, 16, "{text}");
     }
 }

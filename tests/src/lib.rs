@@ -5,6 +5,8 @@
 //! data directory and `--web.enable-remote-write-receiver`, and is killed when dropped.
 
 pub mod cgroup;
+pub mod closed_loop_meter;
+pub mod control_plane;
 pub mod scrape;
 
 use std::net::TcpListener;
@@ -82,6 +84,12 @@ pub fn test_binary(name: &str) -> PathBuf {
         Some(dir) => PathBuf::from(dir).join(name),
         None => workspace_binary(name),
     }
+}
+
+/// The carbon tools' command line: the placement controller is `carbon place` under it. The
+/// one place that knows which binary carries them.
+pub fn carbon_command() -> Command {
+    Command::new(test_binary("greenpipe-carbon"))
 }
 
 /// The workspace root directory.

@@ -243,6 +243,7 @@ fn dashboards_are_well_formed() {
         "node-detail",
         "containers",
         "self-monitoring",
+        "model-accuracy",
     ] {
         let path = dir.join(format!("{name}.json"));
         let dash: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

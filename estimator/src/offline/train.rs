@@ -212,6 +212,7 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
         scores,
         source: None,
         baselines: baseline_models,
+        recalibrations: Vec::new(),
     };
     Ok(NodeTraining {
         model,

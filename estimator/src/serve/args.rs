@@ -10,7 +10,7 @@ use greenpipe_common::listen::parse_listen_address;
 use super::pipeline::PipelineConfig;
 use crate::attribution::IdleSplit;
 use crate::endpoint::{AuthFlags, Endpoint};
-use crate::models;
+use crate::model_registry::ModelRegistry;
 use crate::remote_write::{BatchLimits, RetryPolicy};
 use crate::shard::Shard;
 
@@ -67,9 +67,13 @@ pub struct ServeArgs {
     #[arg(long = "progress-url")]
     pub progress_url: Option<String>,
 
-    /// Model file written by `train` [default: the bundled uncalibrated profile].
+    /// Model file written by `train`, or a directory of model files; may be repeated (all are
+    /// merged; of models sharing a name the highest version wins) [default: the bundled
+    /// uncalibrated profile]. Read again at a tick boundary when a file changes (also through a
+    /// ConfigMap's `..data` symlink) and on SIGHUP; a file that does not load is refused and the
+    /// models in force stay.
     #[arg(long)]
-    pub models: Option<PathBuf>,
+    pub models: Vec<PathBuf>,
     /// Time between ticks; tick times are multiples of it since the Unix epoch.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub interval: Duration,
@@ -161,7 +165,7 @@ impl ServeArgs {
             },
             self.http_timeout,
         )?;
-        let models = models::load(self.models.as_deref())?;
+        let models = ModelRegistry::open(&self.models)?;
         Ok(Config {
             listen: parse_listen_address(&self.listen_address)?,
             pipeline: PipelineConfig {

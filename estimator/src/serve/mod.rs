@@ -34,6 +34,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("listening on {listen}"))?;
         info!(address = %listener.local_addr()?, "serving self metrics");
         let server = axum::serve(listener, crate::http::app(telemetry));
+        // SIGHUP re-reads the model files (it used to end the process, its default action).
+        let reload = pipeline.reload_flag();
+        let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("installing the SIGHUP handler")?;
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                info!("SIGHUP: model files are read again at the next tick boundary");
+                reload.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
         tokio::select! {
             r = server => r.context("HTTP server")?,
             r = pipeline.run() => r?,
@@ -43,7 +53,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     match signal(SignalKind::terminate()) {
         Ok(mut term) => {

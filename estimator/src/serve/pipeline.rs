@@ -7,7 +7,8 @@
 //! are sent again with the same timestamp and value, which Prometheus accepts (only a different
 //! value at the same timestamp, or an older timestamp, is refused).
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use greenpipe_common::model::ModelFile;
@@ -16,7 +17,8 @@ use tracing::{info, warn};
 
 use crate::attribution::IdleSplit;
 use crate::endpoint::Endpoint;
-use crate::estimate::{estimate_tick, tick_series};
+use crate::estimate::{estimate_tick, tick_series, SkipReason};
+use crate::model_registry::ModelRegistry;
 use crate::models;
 use crate::promql::{decode_matrix, Answer, Prometheus};
 use crate::readout::{assemble, QuerySet, Tick};
@@ -33,8 +35,8 @@ pub struct PipelineConfig {
     pub progress: Endpoint,
     /// Remote-write receiver.
     pub remote_write: Endpoint,
-    /// Models.
-    pub models: ModelFile,
+    /// Models, and the files they come from (read again at tick boundaries when they change).
+    pub models: ModelRegistry,
     /// Tick spacing.
     pub interval: Duration,
     /// `rate()` window.
@@ -55,10 +57,43 @@ pub struct PipelineConfig {
     pub retry: RetryPolicy,
 }
 
+/// A model set in force and the queries that read its inputs.
+struct Active {
+    models: Arc<ModelFile>,
+    queries: QuerySet,
+}
+
+impl Active {
+    fn new(models: Arc<ModelFile>, rate_window: Duration) -> Active {
+        let queries = queries_for(&[&models], rate_window);
+        Active { models, queries }
+    }
+}
+
+/// The queries reading every input of every model of `sets`.
+fn queries_for(sets: &[&ModelFile], rate_window: Duration) -> QuerySet {
+    let mut all = ModelFile {
+        schema_version: greenpipe_common::model::SCHEMA_VERSION,
+        models: Vec::new(),
+    };
+    for s in sets {
+        all.models.extend(s.models.iter().cloned());
+    }
+    let (node_features, container_features) = models::features_to_read(&all);
+    QuerySet::new(
+        &node_features,
+        &container_features,
+        rate_window,
+        &models::selector_label_keys(&all),
+    )
+}
+
 /// The running loop.
 pub struct Pipeline {
     config: PipelineConfig,
-    queries: QuerySet,
+    registry: Mutex<ModelRegistry>,
+    active: Mutex<Arc<Active>>,
+    reload_requested: Arc<AtomicBool>,
     source: Prometheus,
     progress: Prometheus,
     sender: Sender,
@@ -79,28 +114,22 @@ fn now_ms() -> i64 {
 
 impl Pipeline {
     /// Prepares the queries and clients.
-    pub fn new(config: PipelineConfig, telemetry: Arc<Telemetry>) -> anyhow::Result<Pipeline> {
-        let (node_features, container_features) = models::features_to_read(&config.models);
-        let queries = QuerySet::new(
-            &node_features,
-            &container_features,
-            config.rate_window,
-            &models::selector_label_keys(&config.models),
-        );
-        for m in &config.models.models {
-            telemetry
-                .models_loaded
-                .with_label_values(&[&m.name])
-                .set(1.0);
-        }
+    pub fn new(mut config: PipelineConfig, telemetry: Arc<Telemetry>) -> anyhow::Result<Pipeline> {
+        let models = config.models.active();
+        let active = Active::new(models.clone(), config.rate_window);
+        show_models(&telemetry, &models);
+        telemetry.model_reload_success.set(1);
         info!(
-            models = ?config.models.models.iter().map(|m| &m.name).collect::<Vec<_>>(),
-            ?node_features,
-            ?container_features,
+            models = ?models.models.iter().map(|m| m.label()).collect::<Vec<_>>(),
+            queries = ?active.queries,
             shard = %config.shard,
             "estimator ready"
         );
+        let registry = std::mem::replace(&mut config.models, ModelRegistry::open(&[])?);
         Ok(Pipeline {
+            registry: Mutex::new(registry),
+            active: Mutex::new(Arc::new(active)),
+            reload_requested: Arc::default(),
             source: Prometheus::new(config.prometheus.clone()),
             progress: Prometheus::new(config.progress.clone()),
             sender: Sender::new(
@@ -109,10 +138,102 @@ impl Pipeline {
                 config.retry,
                 telemetry.clone(),
             ),
-            queries,
             config,
             telemetry,
         })
+    }
+
+    /// Set it (from a SIGHUP handler) to have every model file read again at the next tick
+    /// boundary, changed or not.
+    pub fn reload_flag(&self) -> Arc<AtomicBool> {
+        self.reload_requested.clone()
+    }
+
+    /// The model set in force.
+    pub fn models(&self) -> Arc<ModelFile> {
+        self.active_set().models.clone()
+    }
+
+    fn active_set(&self) -> Arc<Active> {
+        self.active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Polls the model files (a few `stat`s); returns a changed model set, not yet in force.
+    fn poll_models(&self) -> Option<ModelFile> {
+        let force = self.reload_requested.swap(false, Ordering::SeqCst);
+        let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        let poll = match registry.poll(force) {
+            Ok(p) => p,
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "reading the model files failed; models unchanged");
+                self.refused();
+                return None;
+            }
+        };
+        for r in &poll.refused {
+            warn!(file = %r.file.display(), error = %r.error, "model file refused; models unchanged");
+            self.refused();
+        }
+        if force && poll.candidate.is_none() && poll.refused.is_empty() {
+            info!("SIGHUP: model files read again, nothing changed");
+        }
+        poll.candidate
+    }
+
+    fn refused(&self) {
+        self.telemetry
+            .model_reloads
+            .with_label_values(&["refused"])
+            .inc();
+        self.telemetry.model_reload_success.set(0);
+    }
+
+    /// Decides between the model set in force and a candidate on the first tick of a batch: the
+    /// candidate is refused if it cannot estimate a node the current set estimates (a feature
+    /// the node lacks). Returns the set to estimate the whole batch with.
+    fn choose(&self, current: &Arc<Active>, candidate: ModelFile, tick: &Tick) -> Arc<Active> {
+        let now = estimate_tick(&current.models, tick, self.config.idle_split);
+        let next = estimate_tick(&candidate, tick, self.config.idle_split);
+        let lost: Vec<&str> = next
+            .skipped
+            .iter()
+            .filter(|(node, reason)| {
+                *reason != SkipReason::NoModel && now.nodes.iter().any(|e| &e.node == node)
+            })
+            .map(|(node, _)| node.as_str())
+            .collect();
+        if !lost.is_empty() {
+            warn!(
+                nodes = ?lost,
+                "new model set refused: it cannot estimate these nodes (features they lack); models unchanged"
+            );
+            self.refused();
+            return current.clone();
+        }
+        let before: Vec<String> = current.models.models.iter().map(|m| m.label()).collect();
+        let candidate = Arc::new(candidate);
+        let active = Arc::new(Active::new(candidate.clone(), self.config.rate_window));
+        self.registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .apply((*candidate).clone());
+        *self.active.lock().unwrap_or_else(|e| e.into_inner()) = active.clone();
+        show_models(&self.telemetry, &candidate);
+        self.telemetry
+            .model_reloads
+            .with_label_values(&["applied"])
+            .inc();
+        self.telemetry.model_reload_success.set(1);
+        info!(
+            ?before,
+            after = ?candidate.models.iter().map(|m| m.label()).collect::<Vec<_>>(),
+            first_tick_ms = tick.timestamp_ms,
+            "new model set in force from this tick on"
+        );
+        active
     }
 
     fn step_ms(&self) -> i64 {
@@ -201,9 +322,35 @@ impl Pipeline {
     /// Reads ticks `first..=last`, then estimates and writes them one by one, in order.
     async fn process(&self, first: i64, last: i64, ready: i64) -> anyhow::Result<()> {
         let step = self.step_ms();
-        let ticks = self.read(first, last).await?;
+        // Models change only here, between batches: every tick is estimated with one set.
+        let mut active = self.active_set();
+        let candidate = self.poll_models();
+        let read = match &candidate {
+            None => self.read(&active.queries, first, last).await,
+            Some(c) => {
+                let both = queries_for(&[&active.models, c], self.config.rate_window);
+                self.read(&both, first, last).await
+            }
+        };
+        // The registry has seen the change already: when this batch cannot decide, the next
+        // one reads the files again.
+        let retry_later = || self.reload_requested.store(true, Ordering::SeqCst);
+        let ticks = match read {
+            Ok(t) => t,
+            Err(e) => {
+                if candidate.is_some() {
+                    retry_later();
+                }
+                return Err(e);
+            }
+        };
+        match (candidate, ticks.first()) {
+            (Some(c), Some(tick)) => active = self.choose(&active, c, tick),
+            (Some(_), None) => retry_later(),
+            _ => {}
+        }
         for tick in &ticks {
-            let estimates = estimate_tick(&self.config.models, tick, self.config.idle_split);
+            let estimates = estimate_tick(&active.models, tick, self.config.idle_split);
             for (node, reason) in &estimates.skipped {
                 tracing::debug!(node, reason = reason.as_str(), "node skipped");
                 self.telemetry
@@ -241,9 +388,8 @@ impl Pipeline {
     }
 
     /// Runs the tick queries over `first..=last` and assembles them.
-    pub async fn read(&self, first: i64, last: i64) -> anyhow::Result<Vec<Tick>> {
+    pub async fn read(&self, q: &QuerySet, first: i64, last: i64) -> anyhow::Result<Vec<Tick>> {
         let step = self.config.interval;
-        let q = &self.queries;
         let labels = async {
             match &q.node_labels {
                 Some(query) => self
@@ -331,5 +477,16 @@ impl Pipeline {
             .and_then(|s| s.points.last())
             .map(|&(_, v)| (v * 1000.0).round() as i64)
             .filter(|t| *t > 0))
+    }
+}
+
+/// Sets the loaded-models gauge to exactly the models of `models`, by their versioned label.
+fn show_models(telemetry: &Telemetry, models: &ModelFile) {
+    telemetry.models_loaded.reset();
+    for m in &models.models {
+        telemetry
+            .models_loaded
+            .with_label_values(&[&m.label()])
+            .set(1.0);
     }
 }
