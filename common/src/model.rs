@@ -414,6 +414,65 @@ pub struct TrainingInfo {
     pub workloads: Vec<String>,
 }
 
+/// The interval a model's predictions are clamped into: the power range seen in training,
+/// widened on each side by its width (at least a tenth of the highest training power), never
+/// below 0 W.
+///
+/// Why clamp rather than only flag: a node without a meter has nothing to check a prediction
+/// against, and one absurd value (330 W for a 5 W board, from a coefficient a feature that was
+/// constant in training left unbounded) would go straight into the energy counters and the
+/// carbon placement. Within the widened range a model still extrapolates to work heavier than
+/// anything in training; beyond it the bound is the better estimate. Reports count the clamped
+/// rows.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerBounds {
+    /// Lowest prediction, watts.
+    pub min_watts: f64,
+    /// Highest prediction, watts.
+    pub max_watts: f64,
+}
+
+impl PowerBounds {
+    /// The bounds for training power between `lowest` and `highest` watts.
+    pub fn from_training(lowest: f64, highest: f64) -> PowerBounds {
+        let margin = (highest - lowest).max(0.1 * highest.abs());
+        PowerBounds {
+            min_watts: (lowest - margin).max(0.0),
+            max_watts: highest + margin,
+        }
+    }
+
+    /// `watts` clamped into the bounds, and whether it had to be.
+    pub fn clamp(&self, watts: f64) -> (f64, bool) {
+        let clamped = watts.clamp(self.min_watts, self.max_watts);
+        (clamped, clamped != watts)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.min_watts.is_finite()
+            && self.max_watts.is_finite()
+            && 0.0 <= self.min_watts
+            && self.min_watts <= self.max_watts
+        {
+            Ok(())
+        } else {
+            Err(format!(
+                "power_bounds [{}, {}] must be finite with 0 <= min <= max",
+                self.min_watts, self.max_watts
+            ))
+        }
+    }
+}
+
+/// `watts` (already floored at 0) inside `bounds` if any, and whether it was clamped.
+fn bounded(watts: f64, bounds: Option<&PowerBounds>) -> (f64, bool) {
+    match bounds {
+        Some(b) => b.clamp(watts),
+        None => (watts, false),
+    }
+}
+
 /// One node's model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -443,6 +502,9 @@ pub struct NodeModel {
     /// Added after the first files of schema 1 were written: absent means none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub baselines: Vec<BaselineModel>,
+    /// Predictions are clamped into these bounds (absent: only floored at 0 W).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_bounds: Option<PowerBounds>,
     /// Meter-assisted recalibrations applied since training, oldest first (its lineage). Added
     /// after the first files of schema 1 were written: absent means version 1, as trained.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -491,21 +553,33 @@ pub struct BaselineModel {
     pub features: Vec<FeatureScaling>,
     /// Family and parameters; never [`ModelKind::UtilisationInterpolation`].
     pub regressor: ModelKind,
+    /// Predictions are clamped into these bounds (absent: only floored at 0 W).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_bounds: Option<PowerBounds>,
 }
 
 impl BaselineModel {
-    /// Predicted node power in watts, never below zero.
+    /// Predicted node power in watts, never below zero, inside the power bounds.
     pub fn predict(&self, raw: &FeatureValues) -> Result<f64, ModelError> {
+        Ok(self.predict_bounded(raw)?.0)
+    }
+
+    /// As [`BaselineModel::predict`], and whether the power bounds clamped the prediction.
+    pub fn predict_bounded(&self, raw: &FeatureValues) -> Result<(f64, bool), ModelError> {
         let x = scale_inputs(&self.features, raw)?;
-        Ok(self
+        let watts = self
             .regressor
             .predict_scaled(&x)
             .unwrap_or_default()
-            .max(0.0))
+            .max(0.0);
+        Ok(bounded(watts, self.power_bounds.as_ref()))
     }
 
     fn check(&self) -> Result<(), String> {
         check_scaling(&self.features)?;
+        if let Some(b) = &self.power_bounds {
+            b.check()?;
+        }
         if matches!(self.regressor, ModelKind::UtilisationInterpolation { .. }) {
             return Err("a baseline cannot be a utilisation interpolation".into());
         }
@@ -610,6 +684,9 @@ impl NodeModel {
             reason,
         };
         check_scaling(&self.features).map_err(bad)?;
+        if let Some(b) = &self.power_bounds {
+            b.check().map_err(bad)?;
+        }
         let mut version = 1;
         for r in &self.recalibrations {
             if r.parent_version != version || r.version <= r.parent_version {
@@ -670,8 +747,13 @@ impl NodeModel {
         scale_inputs(&self.features, raw)
     }
 
-    /// Predicted node power in watts, never below zero.
+    /// Predicted node power in watts, never below zero, inside the power bounds.
     pub fn predict(&self, raw: &FeatureValues) -> Result<f64, ModelError> {
+        Ok(self.predict_bounded(raw)?.0)
+    }
+
+    /// As [`NodeModel::predict`], and whether the power bounds clamped the prediction.
+    pub fn predict_bounded(&self, raw: &FeatureValues) -> Result<(f64, bool), ModelError> {
         let watts = match &self.regressor {
             ModelKind::UtilisationInterpolation { cpus, max_watts } => {
                 let cpu = raw
@@ -688,7 +770,7 @@ impl NodeModel {
                 scaled.predict_scaled(&x).unwrap_or_default()
             }
         };
-        Ok(watts.max(0.0))
+        Ok(bounded(watts.max(0.0), self.power_bounds.as_ref()))
     }
 }
 
@@ -717,6 +799,7 @@ mod tests {
             scores: Scores::default(),
             source: None,
             baselines: vec![],
+            power_bounds: None,
             recalibrations: vec![],
         }
     }
@@ -778,6 +861,7 @@ mod tests {
                 intercept: 10.0,
                 coefficients: vec![4.0],
             },
+            power_bounds: None,
         });
         let file = ModelFile {
             schema_version: SCHEMA_VERSION,
@@ -833,6 +917,36 @@ mod tests {
             file.select("pi-2", &BTreeMap::new()).unwrap().name,
             "uncalibrated-test"
         );
+    }
+
+    #[test]
+    fn power_bounds_clamp_predictions_and_are_checked() {
+        let b = PowerBounds::from_training(4.0, 7.0);
+        assert_eq!((b.min_watts, b.max_watts), (1.0, 10.0));
+        // A constant training power still leaves a tenth of it either side.
+        let flat = PowerBounds::from_training(100.0, 100.0);
+        assert_eq!((flat.min_watts, flat.max_watts), (90.0, 110.0));
+        let mut m = scaled(ModelKind::Linear {
+            intercept: 5.0,
+            coefficients: vec![100.0, 0.0],
+        });
+        m.power_bounds = Some(b);
+        let mut x = FeatureValues::default();
+        x.set(Feature::CpuSecondsPerSecond, Some(1.0));
+        x.set(Feature::DiskBytesPerSecond, Some(1.0));
+        assert_eq!(m.predict_bounded(&x), Ok((5.0, false)));
+        x.set(Feature::CpuSecondsPerSecond, Some(7.0));
+        assert_eq!(m.predict_bounded(&x), Ok((10.0, true)));
+        let file = ModelFile {
+            schema_version: SCHEMA_VERSION,
+            models: vec![m.clone()],
+        };
+        assert_eq!(ModelFile::from_json(&file.to_json()).unwrap(), file);
+        m.power_bounds = Some(PowerBounds {
+            min_watts: 5.0,
+            max_watts: 1.0,
+        });
+        assert!(m.check().is_err());
     }
 
     fn scaled(regressor: ModelKind) -> NodeModel {

@@ -5,6 +5,7 @@ use greenpipe_common::model::{ModelFile, NodeModel};
 use greenpipe_common::names::{component, estimate, label};
 
 use crate::attribution::{attribute, IdleSplit, Share};
+use crate::energy::TickEnergy;
 use crate::readout::{NodeUsage, Tick};
 use bytes::Bytes;
 
@@ -114,8 +115,10 @@ pub fn estimate_tick<'m>(
 }
 
 /// The series of one tick: per node its power and idle power (and error against its meter), per
-/// container and `system` its idle and dynamic shares; one sample each, at the tick's time.
-pub fn tick_series(estimates: &TickEstimates<'_>) -> Vec<TimeSeries> {
+/// container and `system` its idle and dynamic shares, and the energy counters of each of those
+/// (`energy`, from [`crate::energy::Ledger::record`] for the same estimates); one sample each, at
+/// the tick's time.
+pub fn tick_series(estimates: &TickEstimates<'_>, energy: &TickEnergy) -> Vec<TimeSeries> {
     let t = estimates.timestamp_ms;
     let one = |labels: Vec<Label>, value: f64| {
         let mut ts = TimeSeries::from_labels(labels);
@@ -133,9 +136,18 @@ pub fn tick_series(estimates: &TickEstimates<'_>) -> Vec<TimeSeries> {
         stat(estimate::NODE_POWER_ABS_ERROR_RATIO),
         stat(estimate::CONTAINER_POWER_WATTS),
     );
+    let (node_energy, container_energy) = (
+        stat(estimate::NODE_ENERGY_JOULES_TOTAL),
+        stat(estimate::CONTAINER_ENERGY_JOULES_TOTAL),
+    );
     let (idle, dynamic) = (stat(component::IDLE), stat(component::DYNAMIC));
-    let mut out = Vec::with_capacity(estimates.nodes.iter().map(|n| 4 + 2 * n.shares.len()).sum());
-    for e in &estimates.nodes {
+    assert_eq!(
+        estimates.nodes.len(),
+        energy.nodes.len(),
+        "energy recorded for these estimates"
+    );
+    let mut out = Vec::with_capacity(estimates.nodes.iter().map(|n| 4 + 4 * n.shares.len()).sum());
+    for (e, joules) in estimates.nodes.iter().zip(&energy.nodes) {
         let node = Bytes::copy_from_slice(e.node.as_bytes());
         // The label carries the version, so a recalibrated model starts new series.
         let model = Bytes::from(e.model.label());
@@ -159,21 +171,28 @@ pub fn tick_series(estimates: &TickEstimates<'_>) -> Vec<TimeSeries> {
                 ));
             }
         }
-        for s in &e.shares {
+        out.push(one(node_labels(&node_energy), joules.joules));
+        for (s, share_joules) in e.shares.iter().zip(&joules.shares) {
             let id = Bytes::copy_from_slice(s.container_id.as_bytes());
             let pod = Bytes::copy_from_slice(s.pod_uid.as_bytes());
-            for (part, watts) in [(&idle, s.idle_watts), (&dynamic, s.dynamic_watts)] {
-                out.push(one(
-                    vec![
-                        Label::new("__name__", container_power.clone()),
-                        Label::new(label::COMPONENT, part.clone()),
-                        Label::new(label::CONTAINER_ID, id.clone()),
-                        Label::new(label::MODEL, model.clone()),
-                        Label::new(label::NODE, node.clone()),
-                        Label::new(label::POD_UID, pod.clone()),
-                    ],
-                    watts,
-                ));
+            let parts = [
+                (&idle, s.idle_watts, share_joules[0]),
+                (&dynamic, s.dynamic_watts, share_joules[1]),
+            ];
+            for (part, watts, total) in parts {
+                for (name, value) in [(&container_power, watts), (&container_energy, total)] {
+                    out.push(one(
+                        vec![
+                            Label::new("__name__", name.clone()),
+                            Label::new(label::COMPONENT, part.clone()),
+                            Label::new(label::CONTAINER_ID, id.clone()),
+                            Label::new(label::MODEL, model.clone()),
+                            Label::new(label::NODE, node.clone()),
+                            Label::new(label::POD_UID, pod.clone()),
+                        ],
+                        value,
+                    ));
+                }
             }
         }
     }

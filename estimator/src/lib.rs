@@ -4,6 +4,7 @@
 
 pub mod attribution;
 pub mod endpoint;
+pub mod energy;
 pub mod estimate;
 pub mod http;
 pub mod model_registry;

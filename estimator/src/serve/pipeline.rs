@@ -17,11 +17,12 @@ use tracing::{info, warn};
 
 use crate::attribution::IdleSplit;
 use crate::endpoint::Endpoint;
+use crate::energy::Ledger;
 use crate::estimate::{estimate_tick, tick_series, SkipReason};
 use crate::model_registry::ModelRegistry;
 use crate::models;
-use crate::promql::{decode_matrix, Answer, Prometheus};
-use crate::readout::{assemble, QuerySet, Tick};
+use crate::promql::{decode_answer, decode_matrix, Answer, Engine, Prometheus, QueryFailure};
+use crate::readout::{assemble, node_list_query, node_matcher, QuerySet, Tick};
 use crate::remote_write::{BatchLimits, RetryPolicy, Sample, Sender, TimeSeries};
 use crate::shard::Shard;
 use crate::telemetry::Telemetry;
@@ -45,12 +46,21 @@ pub struct PipelineConfig {
     pub delay: Duration,
     /// This replica's nodes.
     pub shard: Shard,
+    /// Label that the source's `hashmod` relabel rule sets to the shard index; `None`: select
+    /// this shard's nodes by name, from a node-list query.
+    pub shard_label: Option<String>,
+    /// What serves `prometheus`.
+    pub engine: Engine,
+    /// Per-request timeout, also passed to the engine.
+    pub http_timeout: Duration,
     /// Idle split.
     pub idle_split: IdleSplit,
     /// Oldest tick to backfill.
     pub backfill_max_age: Duration,
     /// Ticks per range query.
     pub backfill_max_ticks: usize,
+    /// Live ticks read together.
+    pub read_ticks: usize,
     /// Remote-write request limits.
     pub batch: BatchLimits,
     /// Remote-write retries.
@@ -64,14 +74,15 @@ struct Active {
 }
 
 impl Active {
-    fn new(models: Arc<ModelFile>, rate_window: Duration) -> Active {
-        let queries = queries_for(&[&models], rate_window);
+    fn new(models: Arc<ModelFile>, rate_window: Duration, matcher: &str) -> Active {
+        let queries = queries_for(&[&models], rate_window, matcher);
         Active { models, queries }
     }
 }
 
-/// The queries reading every input of every model of `sets`.
-fn queries_for(sets: &[&ModelFile], rate_window: Duration) -> QuerySet {
+/// The queries reading every input of every model of `sets`, `matcher` (empty: none) in every
+/// selector.
+fn queries_for(sets: &[&ModelFile], rate_window: Duration, matcher: &str) -> QuerySet {
     let mut all = ModelFile {
         schema_version: greenpipe_common::model::SCHEMA_VERSION,
         models: Vec::new(),
@@ -85,6 +96,7 @@ fn queries_for(sets: &[&ModelFile], rate_window: Duration) -> QuerySet {
         &container_features,
         rate_window,
         &models::selector_label_keys(&all),
+        matcher,
     )
 }
 
@@ -94,10 +106,23 @@ pub struct Pipeline {
     registry: Mutex<ModelRegistry>,
     active: Mutex<Arc<Active>>,
     reload_requested: Arc<AtomicBool>,
+    /// The shard label's matcher (or nothing), added to every selector.
+    shard_matcher: String,
     source: Prometheus,
     progress: Prometheus,
     sender: Sender,
+    energy: Ledger,
+    /// Ticks read by one range query; halved when the engine refuses the amount of work.
+    chunk_ticks: usize,
     telemetry: Arc<Telemetry>,
+}
+
+/// Which series of the source one read selects.
+enum Scope {
+    /// The precomputed queries: the whole fleet, or this shard through its label.
+    Fixed,
+    /// These nodes only (may be none).
+    Nodes(Vec<String>),
 }
 
 /// `t` rounded down to a multiple of `step` (ms).
@@ -115,8 +140,14 @@ fn now_ms() -> i64 {
 impl Pipeline {
     /// Prepares the queries and clients.
     pub fn new(mut config: PipelineConfig, telemetry: Arc<Telemetry>) -> anyhow::Result<Pipeline> {
+        let shard_matcher = match &config.shard_label {
+            Some(name) if config.shard.is_partial() => {
+                format!("{name}=\"{}\"", config.shard.index)
+            }
+            _ => String::new(),
+        };
         let models = config.models.active();
-        let active = Active::new(models.clone(), config.rate_window);
+        let active = Active::new(models.clone(), config.rate_window, &shard_matcher);
         show_models(&telemetry, &models);
         telemetry.model_reload_success.set(1);
         info!(
@@ -130,14 +161,19 @@ impl Pipeline {
             registry: Mutex::new(registry),
             active: Mutex::new(Arc::new(active)),
             reload_requested: Arc::default(),
-            source: Prometheus::new(config.prometheus.clone()),
-            progress: Prometheus::new(config.progress.clone()),
+            shard_matcher,
+            source: Prometheus::of_engine(config.prometheus.clone(), config.engine)
+                .with_server_timeout(config.http_timeout),
+            progress: Prometheus::new(config.progress.clone())
+                .with_server_timeout(config.http_timeout),
             sender: Sender::new(
                 config.remote_write.clone(),
                 config.batch,
                 config.retry,
                 telemetry.clone(),
             ),
+            energy: Ledger::new(config.backfill_max_age.as_millis() as i64),
+            chunk_ticks: config.backfill_max_ticks,
             config,
             telemetry,
         })
@@ -215,7 +251,11 @@ impl Pipeline {
         }
         let before: Vec<String> = current.models.models.iter().map(|m| m.label()).collect();
         let candidate = Arc::new(candidate);
-        let active = Arc::new(Active::new(candidate.clone(), self.config.rate_window));
+        let active = Arc::new(Active::new(
+            candidate.clone(),
+            self.config.rate_window,
+            &self.shard_matcher,
+        ));
         self.registry
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -250,16 +290,20 @@ impl Pipeline {
 
     /// Runs until the future is dropped. Nothing here is fatal: failed queries are retried with
     /// backoff, failed writes inside the sender (bad configuration was refused at start).
-    pub async fn run(self) -> anyhow::Result<()> {
+    pub async fn run(mut self) -> anyhow::Result<()> {
         let step = self.step_ms();
         let mut next: Option<i64> = None;
         let mut failures = 0u32;
         loop {
             let next_tick = match next {
                 Some(t) => t,
-                None => match self.resume_point().await {
+                None => match self.resume().await {
                     Ok(Some(last)) => {
-                        info!(last_tick_ms = last, "resuming after the last tick written");
+                        info!(
+                            last_tick_ms = last,
+                            energy_series = self.energy.len(),
+                            "resuming after the last tick written"
+                        );
                         last + step
                     }
                     Ok(None) => {
@@ -291,21 +335,35 @@ impl Pipeline {
             } else {
                 next_tick
             };
-            if first > ready {
-                let wait_ms = first + self.config.delay.as_millis() as i64 - now_ms();
+            // Live, wait until --read.ticks-per-query ticks are ready (backfill has them all).
+            let batch_last = first + (self.config.read_ticks as i64 - 1) * step;
+            if batch_last > ready {
+                let wait_ms = batch_last + self.config.delay.as_millis() as i64 - now_ms();
                 tokio::time::sleep(Duration::from_millis(wait_ms.clamp(1, 60_000) as u64)).await;
                 next = Some(first);
                 continue;
             }
-            let last = ready.min(first + (self.config.backfill_max_ticks as i64 - 1) * step);
+            let last = ready.min(first + (self.chunk_ticks as i64 - 1) * step);
             match self.process(first, last, ready).await {
                 Ok(()) => {
                     failures = 0;
                     next = Some(last + step);
+                    self.chunk_ticks = (self.chunk_ticks * 2).min(self.config.backfill_max_ticks);
                 }
                 Err(e) => {
-                    failures += 1;
                     next = Some(first);
+                    let too_big = QueryFailure::of(&e).is_some_and(QueryFailure::is_too_big);
+                    if too_big && last > first {
+                        // Fewer ticks per query, at once: the same range would fail again.
+                        self.chunk_ticks = (((last - first) / step + 1) as usize / 2).max(1);
+                        warn!(
+                            error = %format!("{e:#}"),
+                            ticks_per_query = self.chunk_ticks,
+                            "the engine refused the query's size; asking for fewer ticks"
+                        );
+                        continue;
+                    }
+                    failures += 1;
                     self.backoff("reading the fleet's usage", &e, failures)
                         .await;
                 }
@@ -320,16 +378,20 @@ impl Pipeline {
     }
 
     /// Reads ticks `first..=last`, then estimates and writes them one by one, in order.
-    async fn process(&self, first: i64, last: i64, ready: i64) -> anyhow::Result<()> {
+    async fn process(&mut self, first: i64, last: i64, ready: i64) -> anyhow::Result<()> {
         let step = self.step_ms();
         // Models change only here, between batches: every tick is estimated with one set.
         let mut active = self.active_set();
         let candidate = self.poll_models();
         let read = match &candidate {
-            None => self.read(&active.queries, first, last).await,
+            None => {
+                self.read(&[&active.models], &active.queries, first, last)
+                    .await
+            }
             Some(c) => {
-                let both = queries_for(&[&active.models, c], self.config.rate_window);
-                self.read(&both, first, last).await
+                let sets = [&*active.models, c];
+                let both = queries_for(&sets, self.config.rate_window, &self.shard_matcher);
+                self.read(&sets, &both, first, last).await
             }
         };
         // The registry has seen the change already: when this batch cannot decide, the next
@@ -351,6 +413,7 @@ impl Pipeline {
         }
         for tick in &ticks {
             let estimates = estimate_tick(&active.models, tick, self.config.idle_split);
+            let energy = self.energy.record(&estimates, step);
             for (node, reason) in &estimates.skipped {
                 tracing::debug!(node, reason = reason.as_str(), "node skipped");
                 self.telemetry
@@ -358,7 +421,7 @@ impl Pipeline {
                     .with_label_values(&[reason.as_str()])
                     .inc();
             }
-            let mut series = tick_series(&estimates);
+            let mut series = tick_series(&estimates, &energy);
             series.push(self.marker(tick.timestamp_ms));
             self.sender.send(series).await;
             self.telemetry.ticks.inc();
@@ -387,9 +450,60 @@ impl Pipeline {
         ts
     }
 
+    /// Which series this shard reads for ticks `first..=last`.
+    async fn scope(&self, first: i64, last: i64) -> anyhow::Result<Scope> {
+        if !self.config.shard.is_partial() || self.config.shard_label.is_some() {
+            return Ok(Scope::Fixed);
+        }
+        // One series per node: cheap next to the feature queries, and each of those then
+        // touches only this shard's series.
+        let span = Duration::from_millis((last - first) as u64) + self.config.rate_window;
+        let body = self.account(
+            "node_list",
+            self.source.query(&node_list_query(span), last).await,
+        )?;
+        let mut nodes: Vec<String> = decode_matrix(&body)?
+            .iter()
+            .map(|s| s.label(label::NODE))
+            .filter(|n| !n.is_empty() && self.config.shard.owns(n))
+            .map(str::to_string)
+            .collect();
+        nodes.sort_unstable();
+        Ok(Scope::Nodes(nodes))
+    }
+
     /// Runs the tick queries over `first..=last` and assembles them.
-    pub async fn read(&self, q: &QuerySet, first: i64, last: i64) -> anyhow::Result<Vec<Tick>> {
+    /// `q` reads every input of the models of `sets` (with the shard label's matcher, if any);
+    /// a shard selecting its nodes by name builds its own from `sets`.
+    pub async fn read(
+        &self,
+        sets: &[&ModelFile],
+        q: &QuerySet,
+        first: i64,
+        last: i64,
+    ) -> anyhow::Result<Vec<Tick>> {
         let step = self.config.interval;
+        let count = ((last - first) / step.as_millis() as i64 + 1) as usize;
+        let scoped;
+        let q = match self.scope(first, last).await? {
+            Scope::Fixed => q,
+            Scope::Nodes(nodes) if nodes.is_empty() => {
+                return Ok(assemble(
+                    first,
+                    step.as_millis() as i64,
+                    count,
+                    &[],
+                    &[],
+                    &[],
+                    self.config.shard,
+                ))
+            }
+            Scope::Nodes(nodes) => {
+                let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+                scoped = queries_for(sets, self.config.rate_window, &node_matcher(&names));
+                &scoped
+            }
+        };
         let labels = async {
             match &q.node_labels {
                 Some(query) => self
@@ -404,13 +518,12 @@ impl Pipeline {
             self.query_source("container_features", &q.container, first, last),
             labels,
         )?;
-        let node = decode_matrix(&node)?;
-        let container = decode_matrix(&container)?;
+        let node = self.decode("node_features", &node)?;
+        let container = self.decode("container_features", &container)?;
         let labels = match &labels {
-            Some(body) => decode_matrix(body)?,
+            Some(body) => self.decode("node_labels", body)?,
             None => Vec::new(),
         };
-        let count = ((last - first) / step.as_millis() as i64 + 1) as usize;
         Ok(assemble(
             first,
             step.as_millis() as i64,
@@ -420,6 +533,31 @@ impl Pipeline {
             &labels,
             self.config.shard,
         ))
+    }
+
+    /// Decodes an answer, counting (and logging) the warnings the engine attached.
+    fn decode<'b>(
+        &self,
+        name: &str,
+        body: &'b [u8],
+    ) -> anyhow::Result<Vec<crate::promql::RangeSeries<'b>>> {
+        let decoded = decode_answer(body).map_err(|e| {
+            if let Some(f) = QueryFailure::of(&e) {
+                self.telemetry
+                    .queries
+                    .with_label_values(&[name, &f.outcome()])
+                    .inc();
+            }
+            e.context(format!("query {name}"))
+        })?;
+        if !decoded.warnings.is_empty() {
+            warn!(query = name, warnings = ?decoded.warnings, "the engine attached warnings");
+            self.telemetry
+                .query_warnings
+                .with_label_values(&[name])
+                .inc_by(decoded.warnings.len() as u64);
+        }
+        Ok(decoded.series)
     }
 
     async fn query_source(
@@ -447,10 +585,15 @@ impl Pipeline {
     }
 
     fn account(&self, name: &str, result: anyhow::Result<Answer>) -> anyhow::Result<Vec<u8>> {
-        let outcome = if result.is_ok() { "ok" } else { "error" };
+        let outcome = match &result {
+            Ok(_) => "ok".to_string(),
+            Err(e) => {
+                QueryFailure::of(e).map_or_else(|| "error".to_string(), QueryFailure::outcome)
+            }
+        };
         self.telemetry
             .queries
-            .with_label_values(&[name, outcome])
+            .with_label_values(&[name, &outcome])
             .inc();
         let answer = result.map_err(|e| e.context(format!("query {name}")))?;
         self.telemetry
@@ -458,6 +601,35 @@ impl Pipeline {
             .with_label_values(&[name])
             .observe(answer.elapsed.as_secs_f64());
         Ok(answer.body)
+    }
+
+    /// Finds the last tick this shard wrote and restores the energy counters as they were
+    /// written at that tick.
+    async fn resume(&mut self) -> anyhow::Result<Option<i64>> {
+        let Some(last) = self.resume_point().await? else {
+            return Ok(None);
+        };
+        let window_s = self.config.backfill_max_age.as_secs().max(1);
+        let at = |metric: &str| format!("last_over_time({metric}[{window_s}s])");
+        let (node_query, container_query) = (
+            at(estimate::NODE_ENERGY_JOULES_TOTAL),
+            at(estimate::CONTAINER_ENERGY_JOULES_TOTAL),
+        );
+        let (node, container) = tokio::try_join!(
+            self.progress.query(&node_query, last),
+            self.progress.query(&container_query, last),
+        )?;
+        let node = self.account("energy_resume", Ok(node))?;
+        let container = self.account("energy_resume", Ok(container))?;
+        let mut energy = Ledger::new(self.config.backfill_max_age.as_millis() as i64);
+        energy.restore(
+            &decode_matrix(&node)?,
+            &decode_matrix(&container)?,
+            last,
+            self.config.shard,
+        );
+        self.energy = energy;
+        Ok(Some(last))
     }
 
     /// The last tick this shard wrote, from its marker series within the backfill horizon.
