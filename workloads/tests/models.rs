@@ -30,10 +30,13 @@ fn std_dev(v: &[f32]) -> f32 {
 }
 
 fn check(arch: Arch) {
+    let t0 = std::time::Instant::now();
     let images = ImageSet::generated(2);
     let input = images.batch(0, 1, 64).unwrap();
     let f32_engine = Engine::build(&spec(arch, Precision::F32), &input).unwrap();
+    eprintln!("{arch} f32 built {:?}", t0.elapsed());
     let reference = f32_engine.infer(&input).unwrap();
+    eprintln!("{arch} f32 inferred {:?}", t0.elapsed());
     assert_eq!(reference.len(), CLASSES);
     assert!(
         reference.iter().all(|v| v.is_finite()),
@@ -60,7 +63,9 @@ fn check(arch: Arch) {
 
     for precision in [Precision::F16, Precision::Int8] {
         let engine = Engine::build(&spec(arch, precision), &input).unwrap();
+        eprintln!("{arch} {precision} built {:?}", t0.elapsed());
         let out = engine.infer(&input).unwrap();
+        eprintln!("{arch} {precision} inferred {:?}", t0.elapsed());
         assert!(
             out.iter().all(|v| v.is_finite()),
             "{arch} {precision} not finite"

@@ -254,6 +254,12 @@ fn calibrate(spec: &ModelSpec, batch: &[f32]) -> anyhow::Result<Calibration> {
     let model = tract_onnx::onnx()
         .model_for_proto_model(&proto)
         .context("parsing the calibration graph")?
+        // The first probe re-exports the graph input as an output, which leaves tract's source
+        // node without a fact unless it is given again.
+        .with_input_fact(
+            0,
+            InferenceFact::dt_shape(f32::datum_type(), spec.input_shape()),
+        )?
         .into_optimized()?;
     let plan = runnable(model, spec.threads)?;
     let input = Tensor::from_shape(&spec.input_shape(), batch).context("calibration batch")?;
