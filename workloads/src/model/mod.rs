@@ -197,6 +197,12 @@ impl Engine {
         &self.spec
     }
 
+    /// The datum type the plan takes its input in: f16 for an f16 model (the translator
+    /// converts every f32 tensor), f32 otherwise (int8 quantizes inside the graph).
+    pub fn input_datum_type(&self) -> DatumType {
+        self.input_type
+    }
+
     /// Runs one batch (`spec.input_len()` values, NCHW); returns `batch × 1000` logits.
     pub fn infer(&self, input: &[f32]) -> anyhow::Result<Vec<f32>> {
         if input.len() != self.spec.input_len() {
