@@ -67,6 +67,7 @@ struct Problem {
 }
 
 fn plan(proto: &ModelProto) -> anyhow::Result<Plan> {
+    crate::model::configure_tract();
     let model = tract_onnx::onnx()
         .model_for_proto_model(proto)?
         .into_optimized()?;

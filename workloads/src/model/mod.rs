@@ -169,6 +169,8 @@ impl Engine {
     /// on `calibration` (a preprocessed batch) to choose activation ranges.
     pub fn build(spec: &ModelSpec, calibration: &[f32]) -> anyhow::Result<Engine> {
         spec.validate()?;
+        // Before any optimisation: that is where tract picks its kernels.
+        configure_tract();
         let mode = match spec.precision {
             Precision::F32 | Precision::F16 => Mode::Float,
             Precision::Int8 => Mode::Int8(calibrate(spec, calibration)?),
@@ -227,6 +229,23 @@ impl Engine {
             .copied()
             .collect())
     }
+}
+
+/// Keeps tract off its AMX int8 matmul kernel (`avx512amx_mmm_i32_16x16`) unless the operator
+/// chose a `TRACT_CPU_ISA` of their own: in tract-linalg 0.23.9 that kernel reads past its B
+/// tile and crashed one int8 EfficientNet-B0 run in two on this machine's AMX CPU (SIGSEGV in
+/// `tileloaddt1`; none in eight runs without it). Must run before tract first probes the CPU.
+pub fn configure_tract() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("TRACT_CPU_ISA").is_none() {
+            if let Err(e) =
+                tract_onnx::tract_core::knobs::set_config_global("TRACT_CPU_ISA", "-amx-int8")
+            {
+                tracing::warn!(error = %e, "could not keep tract off its AMX int8 kernel");
+            }
+        }
+    });
 }
 
 fn runnable(model: TypedModel, threads: usize) -> anyhow::Result<Plan> {
