@@ -49,10 +49,13 @@ pub enum Init {
     Linear(f32),
 }
 
-/// Observed (min, max) of every quantized layer's input and output, by layer index.
+/// Observed (min, max) of a tensor.
+pub type Range = (f32, f32);
+
+/// Observed ranges of every quantized layer's input and output, by layer index.
 #[derive(Debug, Clone, Default)]
 pub struct Calibration {
-    pub ranges: HashMap<usize, ((f32, f32), (f32, f32))>,
+    pub ranges: HashMap<usize, (Range, Range)>,
 }
 
 /// What the builder emits.

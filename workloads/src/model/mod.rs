@@ -258,7 +258,7 @@ fn runnable(model: TypedModel, threads: usize) -> anyhow::Result<Plan> {
         executor: Some(executor),
         ..Default::default()
     };
-    Ok(model.into_runnable_with_options(&options)?)
+    model.into_runnable_with_options(&options)
 }
 
 /// The ONNX graph of `spec` in `mode`, and the probed layer indices (probe mode).
