@@ -272,6 +272,11 @@ impl QuerySet {
     }
 }
 
+/// Maps hashed once or more per answer series (hundreds of thousands per tick): SipHash of a
+/// 64-character container id was a large part of assembling a tick. Keys come from our own
+/// Prometheus, and foldhash's random seed still spreads them per process.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// A container's features and process count per tick slot (`None`: no data at that tick).
 type ContainerSlots = Vec<Option<(FeatureValues, Option<f64>)>>;
 
@@ -281,7 +286,7 @@ struct NodeAcc<'a> {
     features: Vec<Option<FeatureValues>>,
     meter: Vec<Option<f64>>,
     // Keys borrow from the answer body: no allocation per series.
-    containers: HashMap<(&'a str, &'a str), ContainerSlots>,
+    containers: FastMap<(&'a str, &'a str), ContainerSlots>,
 }
 
 /// Turns the answers of one range query set into per-tick data, keeping only this shard's nodes.
@@ -300,7 +305,7 @@ pub fn assemble<'a>(
         (d >= 0 && d % step_ms == 0 && ((d / step_ms) as usize) < tick_count)
             .then_some((d / step_ms) as usize)
     };
-    let mut nodes: HashMap<&str, NodeAcc> = HashMap::new();
+    let mut nodes: FastMap<&str, NodeAcc> = FastMap::default();
     let acc = |name: &'a str| -> Option<&'a str> { shard.owns(name).then_some(name) };
     for s in node {
         let Some(name) = acc(s.label(label::NODE)) else {

@@ -7,6 +7,7 @@
 pub mod cgroup;
 pub mod closed_loop_meter;
 pub mod control_plane;
+pub mod pki;
 pub mod scrape;
 
 use std::net::TcpListener;

@@ -121,6 +121,10 @@ pub struct ServeArgs {
     /// Address of the self-metrics endpoint.
     #[arg(long = "web.listen-address", default_value = ":9911")]
     pub listen_address: String,
+    /// exporter-toolkit web config for the self-metrics endpoint (TLS, client certificates, basic
+    /// auth; YAML).
+    #[arg(long = "web.config.file")]
+    pub web_config_file: Option<PathBuf>,
 }
 
 /// Validated configuration.
@@ -128,6 +132,8 @@ pub struct ServeArgs {
 pub struct Config {
     /// Self-metrics address.
     pub listen: SocketAddr,
+    /// `--web.config.file`, loaded and checked.
+    pub web: Option<std::sync::Arc<greenpipe_web::WebConfig>>,
     /// Everything the loop needs.
     pub pipeline: PipelineConfig,
 }
@@ -202,6 +208,7 @@ impl ServeArgs {
         let models = ModelRegistry::open(&self.models)?;
         Ok(Config {
             listen: parse_listen_address(&self.listen_address)?,
+            web: greenpipe_web::load(self.web_config_file.as_deref())?,
             pipeline: PipelineConfig {
                 prometheus,
                 progress,

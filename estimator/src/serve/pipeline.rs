@@ -18,12 +18,12 @@ use tracing::{info, warn};
 use crate::attribution::IdleSplit;
 use crate::endpoint::Endpoint;
 use crate::energy::Ledger;
-use crate::estimate::{estimate_tick, tick_series, SkipReason};
+use crate::estimate::{estimate_tick, write_tick, SkipReason};
 use crate::model_registry::ModelRegistry;
 use crate::models;
 use crate::promql::{decode_answer, decode_matrix, Answer, Engine, Prometheus, QueryFailure};
 use crate::readout::{assemble, node_list_query, node_matcher, QuerySet, Tick};
-use crate::remote_write::{BatchLimits, RetryPolicy, Sample, Sender, TimeSeries};
+use crate::remote_write::{BatchLimits, BatchWriter, RetryPolicy, Sample, Sender, TimeSeries};
 use crate::shard::Shard;
 use crate::telemetry::Telemetry;
 
@@ -325,7 +325,8 @@ impl Pipeline {
                 step,
             ) + step;
             let first = if next_tick < horizon {
-                let lost = (horizon - next_tick) / step;
+                // Bounded by the horizon: a resume point can never make this absurd.
+                let lost = horizon.saturating_sub(next_tick) / step;
                 warn!(
                     ticks = lost,
                     "ticks older than --backfill.max-age are given up"
@@ -421,9 +422,12 @@ impl Pipeline {
                     .with_label_values(&[reason.as_str()])
                     .inc();
             }
-            let mut series = tick_series(&estimates, &energy);
-            series.push(self.marker(tick.timestamp_ms));
-            self.sender.send(series).await;
+            // Laid out straight into request bodies: building the series first cost more than
+            // the rest of the tick at fleet scale.
+            let mut writer = BatchWriter::compressing(self.sender.limits());
+            write_tick(&estimates, &energy, &mut writer);
+            writer.push(&self.marker(tick.timestamp_ms));
+            self.sender.send_encoded(writer.finish()).await;
             self.telemetry.ticks.inc();
             if tick.timestamp_ms < ready {
                 self.telemetry.ticks_backfilled.inc();
@@ -462,7 +466,8 @@ impl Pipeline {
             "node_list",
             self.source.query(&node_list_query(span), last).await,
         )?;
-        let mut nodes: Vec<String> = decode_matrix(&body)?
+        let mut nodes: Vec<String> = self
+            .outcome("node_list", decode_matrix(&body))?
             .iter()
             .map(|s| s.label(label::NODE))
             .filter(|n| !n.is_empty() && self.config.shard.owns(n))
@@ -541,15 +546,7 @@ impl Pipeline {
         name: &str,
         body: &'b [u8],
     ) -> anyhow::Result<Vec<crate::promql::RangeSeries<'b>>> {
-        let decoded = decode_answer(body).map_err(|e| {
-            if let Some(f) = QueryFailure::of(&e) {
-                self.telemetry
-                    .queries
-                    .with_label_values(&[name, &f.outcome()])
-                    .inc();
-            }
-            e.context(format!("query {name}"))
-        })?;
+        let decoded = self.outcome(name, decode_answer(body))?;
         if !decoded.warnings.is_empty() {
             warn!(query = name, warnings = ?decoded.warnings, "the engine attached warnings");
             self.telemetry
@@ -584,23 +581,45 @@ impl Pipeline {
         self.account(name, result)
     }
 
+    /// Counts a failed request; a request that got an answer is counted by [`Self::outcome`] once
+    /// its body has been decoded, so an answer that does not decode is never an `ok`.
     fn account(&self, name: &str, result: anyhow::Result<Answer>) -> anyhow::Result<Vec<u8>> {
-        let outcome = match &result {
-            Ok(_) => "ok".to_string(),
-            Err(e) => {
-                QueryFailure::of(e).map_or_else(|| "error".to_string(), QueryFailure::outcome)
-            }
-        };
-        self.telemetry
-            .queries
-            .with_label_values(&[name, &outcome])
-            .inc();
+        if let Err(e) = &result {
+            self.count_failure(name, e);
+        }
         let answer = result.map_err(|e| e.context(format!("query {name}")))?;
         self.telemetry
             .query_duration
             .with_label_values(&[name])
             .observe(answer.elapsed.as_secs_f64());
         Ok(answer.body)
+    }
+
+    /// Counts the outcome of a query whose answer was decoded (and checked): `ok`, the engine's
+    /// failure kind, or `error` for a body that does not decode or holds impossible values.
+    fn outcome<T>(&self, name: &str, decoded: anyhow::Result<T>) -> anyhow::Result<T> {
+        match decoded {
+            Ok(v) => {
+                self.telemetry
+                    .queries
+                    .with_label_values(&[name, "ok"])
+                    .inc();
+                Ok(v)
+            }
+            Err(e) => {
+                self.count_failure(name, &e);
+                Err(e.context(format!("query {name}")))
+            }
+        }
+    }
+
+    fn count_failure(&self, name: &str, e: &anyhow::Error) {
+        let outcome =
+            QueryFailure::of(e).map_or_else(|| "error".to_string(), QueryFailure::outcome);
+        self.telemetry
+            .queries
+            .with_label_values(&[name, &outcome])
+            .inc();
     }
 
     /// Finds the last tick this shard wrote and restores the energy counters as they were
@@ -623,8 +642,8 @@ impl Pipeline {
         let container = self.account("energy_resume", Ok(container))?;
         let mut energy = Ledger::new(self.config.backfill_max_age.as_millis() as i64);
         energy.restore(
-            &decode_matrix(&node)?,
-            &decode_matrix(&container)?,
+            &self.outcome("energy_resume", decode_matrix(&node))?,
+            &self.outcome("energy_resume", decode_matrix(&container))?,
             last,
             self.config.shard,
         );
@@ -643,13 +662,49 @@ impl Pipeline {
         );
         // An instant query: VictoriaMetrics answers a one-point range query at "now" with nothing.
         let body = self.account("progress", self.progress.query(&query, now_ms()).await)?;
-        let matrix = decode_matrix(&body)?;
-        Ok(matrix
-            .first()
-            .and_then(|s| s.points.last())
-            .map(|&(_, v)| (v * 1000.0).round() as i64)
-            .filter(|t| *t > 0))
+        // A marker value that cannot be a tick makes the answer an error, like one that does not
+        // decode: both mean the progress API cannot be trusted right now.
+        let resume = decode_matrix(&body).and_then(|matrix| {
+            match matrix.first().and_then(|s| s.points.last()) {
+                None => Ok(None),
+                Some(&(_, value)) => resume_tick(
+                    value,
+                    self.step_ms(),
+                    now_ms(),
+                    self.config.backfill_max_age.as_millis() as i64,
+                ),
+            }
+        });
+        self.outcome("progress", resume)
     }
+}
+
+/// The tick to resume after, from the newest marker value (the tick's Unix time in seconds) found
+/// in the last `window_ms`. A value that cannot be such a tick (NaN, infinite, older than the
+/// window the query looked at) is an error, so the resume is retried rather than trusted and the
+/// abandoned-tick count stays bounded; a marker in the future (another writer, or this machine's
+/// clock went back) is ignored with a warning and the estimator starts live. Markers written with
+/// another `--interval` are rounded down to this one's ticks.
+pub fn resume_tick(
+    value: f64,
+    step_ms: i64,
+    now_ms: i64,
+    window_ms: i64,
+) -> anyhow::Result<Option<i64>> {
+    let oldest = now_ms - window_ms - step_ms;
+    anyhow::ensure!(
+        value.is_finite() && value * 1000.0 >= oldest as f64 && value < 1e13,
+        "progress marker value {value} is not a tick time of the last {window_ms} ms"
+    );
+    let tick = align_down((value * 1000.0).round() as i64, step_ms);
+    if tick > now_ms + step_ms {
+        warn!(
+            marker_ms = tick,
+            now_ms, "the newest progress marker is in the future; ignoring it and starting live"
+        );
+        return Ok(None);
+    }
+    Ok(Some(tick))
 }
 
 /// Sets the loaded-models gauge to exactly the models of `models`, by their versioned label.
@@ -660,5 +715,47 @@ fn show_models(telemetry: &Telemetry, models: &ModelFile) {
             .models_loaded
             .with_label_values(&[&m.label()])
             .set(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_700_000_000_500;
+    const HOUR: i64 = 3_600_000;
+
+    #[test]
+    fn a_plausible_marker_is_the_resume_point() {
+        let v = 1_699_999_990.0;
+        assert_eq!(
+            resume_tick(v, 1000, NOW, HOUR).unwrap(),
+            Some(1_699_999_990_000)
+        );
+        // Written with --interval 1s, read with 15s: rounded down to a 15 s tick.
+        assert_eq!(
+            resume_tick(1_699_999_991.0, 15_000, NOW, HOUR).unwrap(),
+            Some(1_699_999_980_000)
+        );
+    }
+
+    #[test]
+    fn a_bogus_marker_is_not_trusted() {
+        // The 1.8e19 abandoned ticks came from markers like these.
+        for v in [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -1.0,
+            1.0,
+            1e300,
+        ] {
+            assert!(resume_tick(v, 1000, NOW, HOUR).is_err(), "{v}");
+        }
+        let stale = (NOW - 2 * HOUR) as f64 / 1000.0;
+        assert!(resume_tick(stale, 1000, NOW, HOUR).is_err());
+        let future = (NOW + HOUR) as f64 / 1000.0;
+        assert_eq!(resume_tick(future, 1000, NOW, HOUR).unwrap(), None);
     }
 }
