@@ -69,6 +69,21 @@ impl TestCgroup {
         Ok(rel)
     }
 
+    /// Creates `pod<uid>/docker-<id>.scope` (the kubelet's cgroupfs-driver shape) in every
+    /// hierarchy; returns the container's relative path.
+    pub fn add_pod_container(&mut self, pod_uid: &str, id: &str) -> anyhow::Result<String> {
+        let pod = format!("{}/pod{pod_uid}", self.parent);
+        let rel = format!("{pod}/docker-{id}.scope");
+        for dir in [&pod, &rel] {
+            self.children.push(dir.clone());
+            for root in &self.roots {
+                std::fs::create_dir(root.join(dir))
+                    .with_context(|| format!("creating cgroup {}", root.join(dir).display()))?;
+            }
+        }
+        Ok(rel)
+    }
+
     /// The directory of `rel` in the first (v2) hierarchy.
     pub fn dir(&self, rel: &str) -> PathBuf {
         self.roots[0].join(rel)

@@ -48,6 +48,8 @@ fn kustomizations() -> Vec<PathBuf> {
         deploy.join("base"),
         deploy.join("prometheus"),
         deploy.join("profiling"),
+        deploy.join("inference").join("local"),
+        deploy.join("inference").join("served"),
     ];
     for e in std::fs::read_dir(deploy.join("overlays")).expect("deploy/overlays") {
         dirs.push(e.expect("overlay entry").path());
@@ -196,7 +198,7 @@ fn containerfile_parses_and_builds_both_binaries() {
             .expect("stage list"),
     )
     .unwrap();
-    for stage in ["build", "runtime", "profiler"] {
+    for stage in ["build", "runtime", "workload"] {
         assert!(
             stages["stages"]
                 .as_array()
@@ -207,16 +209,17 @@ fn containerfile_parses_and_builds_both_binaries() {
         );
     }
     let containerfile = std::fs::read_to_string(&file).unwrap();
-    for bin in [
-        "greenpipe-exporter",
-        "greenpipe-estimator",
-        "greenpipe-carbon",
+    for (bin, dir) in [
+        ("greenpipe-exporter", "exporter"),
+        ("greenpipe-estimator", "estimator"),
+        ("greenpipe-carbon", "carbon"),
+        ("greenpipe-workload", "workloads"),
     ] {
         assert!(
             containerfile.contains(&format!("--bin {bin}")),
             "Containerfile does not build {bin}"
         );
-        let manifest = workspace_root().join(bin.trim_start_matches("greenpipe-"));
+        let manifest = workspace_root().join(dir);
         let cargo = std::fs::read_to_string(manifest.join("Cargo.toml")).unwrap();
         assert!(
             cargo.contains(&format!("name = \"{bin}\"")),

@@ -1,0 +1,333 @@
+//! Kernel benchmarks: DeepBench's inference GEMM and convolution problems ([`super::deepbench`]),
+//! f32 and int8, each run by tract as a one-operator ONNX model (`MatMul`, `QLinearMatMul`,
+//! `Conv`, `QLinearConv`) — the same kernels the inference workloads use. A worker thread
+//! cycles through the problems of the chosen set (`--kernels.set device|server`); problems
+//! whose f32 operands exceed `--kernels.max-bytes` are skipped and listed in the window's
+//! config. Unit: `flops` (2·M·N·K, 2·N·K·C·R·S·P·Q; int8 multiply-adds count the same).
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use rand::{RngExt, SeedableRng};
+use tract_onnx::pb::{
+    tensor_proto::DataType, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+};
+use tract_onnx::prelude::*;
+
+use super::deepbench::{self, Conv, Gemm};
+use super::{Benchmark, Env, Group, Prepared, Work};
+use crate::model::graph::{int, ints, typed_value_info};
+
+pub fn benchmarks() -> Vec<Benchmark> {
+    let b = |name, prepare| Benchmark {
+        name,
+        group: Group::Kernels,
+        unit: "flops",
+        prepare,
+    };
+    vec![
+        b("gemm-f32", |e| gemm(e, false)),
+        b("gemm-int8", |e| gemm(e, true)),
+        b("conv-f32", |e| conv(e, false)),
+        b("conv-int8", |e| conv(e, true)),
+    ]
+}
+
+/// Which DeepBench table (`--kernels.set`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Set {
+    Device,
+    Server,
+}
+
+impl Set {
+    pub fn parse(s: &str) -> anyhow::Result<Set> {
+        match s {
+            "device" => Ok(Set::Device),
+            "server" => Ok(Set::Server),
+            _ => bail!("unknown --kernels.set {s:?}: expected device or server"),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Set::Device => "device",
+            Set::Server => "server",
+        }
+    }
+}
+
+type Plan = Arc<TypedRunnableModel>;
+
+/// A prepared problem: its plan, its input and its flop count.
+#[derive(Clone)]
+struct Problem {
+    plan: Plan,
+    input: TValue,
+    flops: u64,
+}
+
+fn plan(proto: &ModelProto) -> anyhow::Result<Plan> {
+    crate::model::configure_tract();
+    let model = tract_onnx::onnx()
+        .model_for_proto_model(proto)?
+        .into_optimized()?;
+    model.into_runnable_with_options(&RunOptions {
+        executor: Some(tract_linalg::multithread::Executor::SingleThread),
+        ..Default::default()
+    })
+}
+
+fn raw_tensor(name: &str, dims: &[i64], dt: DataType, raw: Vec<u8>) -> TensorProto {
+    TensorProto {
+        dims: dims.to_vec(),
+        data_type: dt as i32,
+        name: name.into(),
+        raw_data: raw,
+        ..Default::default()
+    }
+}
+
+fn random_bytes(rng: &mut rand::rngs::ChaCha8Rng, n: usize, int8: bool) -> Vec<u8> {
+    if int8 {
+        (0..n).map(|_| rng.random_range(-64i8..64) as u8).collect()
+    } else {
+        (0..n)
+            .flat_map(|_| rng.random_range(-1.0f32..1.0).to_le_bytes())
+            .collect()
+    }
+}
+
+fn scalar_f32(name: &str, v: f32) -> TensorProto {
+    raw_tensor(name, &[], DataType::Float, v.to_le_bytes().to_vec())
+}
+
+fn scalar(name: &str, dt: DataType, v: u8) -> TensorProto {
+    raw_tensor(name, &[], dt, vec![v])
+}
+
+/// Quantization parameters shared by every int8 problem: u8 activations around 128, i8
+/// weights, output scale chosen so results mostly stay in range.
+fn qparams(k_reduce: usize) -> Vec<TensorProto> {
+    vec![
+        scalar_f32("a_scale", 1.0 / 64.0),
+        scalar("a_zero", DataType::Uint8, 128),
+        scalar_f32("b_scale", 1.0 / 64.0),
+        scalar("b_zero", DataType::Int8, 0),
+        scalar_f32("y_scale", (k_reduce as f32).sqrt() / 64.0),
+        scalar("y_zero", DataType::Uint8, 128),
+    ]
+}
+
+fn model(nodes: Vec<NodeProto>, inits: Vec<TensorProto>, input: (&[i64], DataType)) -> ModelProto {
+    ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 13,
+        }],
+        graph: Some(GraphProto {
+            node: nodes,
+            initializer: inits,
+            input: vec![typed_value_info("a", input.1, Some(input.0))],
+            output: vec![typed_value_info("y", input.1, None)],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn node(op: &str, inputs: &[&str], attrs: Vec<tract_onnx::pb::AttributeProto>) -> NodeProto {
+    NodeProto {
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: vec!["y".into()],
+        name: "y".into(),
+        op_type: op.into(),
+        attribute: attrs,
+        ..Default::default()
+    }
+}
+
+fn input_tensor(
+    rng: &mut rand::rngs::ChaCha8Rng,
+    shape: &[usize],
+    int8: bool,
+) -> anyhow::Result<TValue> {
+    let n: usize = shape.iter().product();
+    Ok(if int8 {
+        let v: Vec<u8> = (0..n).map(|_| rng.random_range(96u8..160)).collect();
+        Tensor::from_shape(shape, &v)?.into()
+    } else {
+        let v: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        Tensor::from_shape(shape, &v)?.into()
+    })
+}
+
+fn gemm_problem(p: &Gemm, int8: bool, rng: &mut rand::rngs::ChaCha8Rng) -> anyhow::Result<Problem> {
+    let (m, n, k) = (p.m as i64, p.n as i64, p.k as i64);
+    let bdt = if int8 {
+        DataType::Int8
+    } else {
+        DataType::Float
+    };
+    let b = raw_tensor("b", &[k, n], bdt, random_bytes(rng, p.k * p.n, int8));
+    let proto = if int8 {
+        let mut inits = qparams(p.k);
+        inits.push(b);
+        model(
+            vec![node(
+                "QLinearMatMul",
+                &[
+                    "a", "a_scale", "a_zero", "b", "b_scale", "b_zero", "y_scale", "y_zero",
+                ],
+                vec![],
+            )],
+            inits,
+            (&[m, k], DataType::Uint8),
+        )
+    } else {
+        model(
+            vec![node("MatMul", &["a", "b"], vec![])],
+            vec![b],
+            (&[m, k], DataType::Float),
+        )
+    };
+    Ok(Problem {
+        plan: plan(&proto).with_context(|| format!("GEMM {p:?}"))?,
+        input: input_tensor(rng, &[p.m, p.k], int8)?,
+        flops: p.flops(),
+    })
+}
+
+fn conv_problem(p: &Conv, int8: bool, rng: &mut rand::rngs::ChaCha8Rng) -> anyhow::Result<Problem> {
+    let wdt = if int8 {
+        DataType::Int8
+    } else {
+        DataType::Float
+    };
+    let w_dims = [p.k as i64, p.c as i64, p.r as i64, p.s as i64];
+    let w = raw_tensor(
+        "w",
+        &w_dims,
+        wdt,
+        random_bytes(rng, p.k * p.c * p.r * p.s, int8),
+    );
+    let attrs = vec![
+        ints("kernel_shape", &[p.r as i64, p.s as i64]),
+        ints("strides", &[p.stride_h as i64, p.stride_w as i64]),
+        ints(
+            "pads",
+            &[
+                p.pad_h as i64,
+                p.pad_w as i64,
+                p.pad_h as i64,
+                p.pad_w as i64,
+            ],
+        ),
+        int("group", 1),
+    ];
+    let in_dims = [p.n as i64, p.c as i64, p.h as i64, p.w as i64];
+    let proto = if int8 {
+        let mut inits = qparams(p.c * p.r * p.s);
+        inits.push(w);
+        model(
+            vec![node(
+                "QLinearConv",
+                &[
+                    "a", "a_scale", "a_zero", "w", "b_scale", "b_zero", "y_scale", "y_zero",
+                ],
+                attrs,
+            )],
+            inits,
+            (&in_dims, DataType::Uint8),
+        )
+    } else {
+        model(
+            vec![node("Conv", &["a", "w"], attrs)],
+            vec![w],
+            (&in_dims, DataType::Float),
+        )
+    };
+    Ok(Problem {
+        plan: plan(&proto).with_context(|| format!("convolution {p:?}"))?,
+        input: input_tensor(rng, &[p.n, p.c, p.h, p.w], int8)?,
+        flops: p.flops(),
+    })
+}
+
+fn workers(env: &Env, problems: Vec<Problem>) -> Vec<Work> {
+    let problems = Arc::new(problems);
+    (0..env.threads)
+        .map(|i| {
+            let problems = problems.clone();
+            let mut next = i;
+            Box::new(move || {
+                let p = &problems[next % problems.len()];
+                next += 1;
+                p.plan.run(tvec!(p.input.clone()))?;
+                Ok(p.flops)
+            }) as Work
+        })
+        .collect()
+}
+
+fn gemm(env: &Env, int8: bool) -> anyhow::Result<Prepared> {
+    let set = env.kernel_set;
+    let table: &[Gemm] = match set {
+        Set::Device => &deepbench::GEMM_DEVICE,
+        Set::Server => &deepbench::GEMM_SERVER,
+    };
+    let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(env.seed);
+    let (mut problems, mut skipped) = (Vec::new(), Vec::new());
+    for p in table {
+        if p.bytes_f32() > env.kernel_max_bytes {
+            skipped.push(serde_json::json!([p.m, p.n, p.k]));
+            continue;
+        }
+        problems.push(gemm_problem(p, int8, &mut rng)?);
+    }
+    if problems.is_empty() {
+        bail!("every GEMM problem exceeds --kernels.max-bytes");
+    }
+    Ok(Prepared {
+        params: serde_json::json!({
+            "source": "baidu-research/DeepBench code/kernels/gemm_problems.h",
+            "set": set.name(),
+            "precision": if int8 { "int8" } else { "f32" },
+            "problems": problems.len(),
+            "skipped_mnk": skipped,
+        }),
+        workers: workers(env, problems),
+        guard: None,
+    })
+}
+
+fn conv(env: &Env, int8: bool) -> anyhow::Result<Prepared> {
+    let set = env.kernel_set;
+    let table: &[Conv] = match set {
+        Set::Device => &deepbench::CONV_DEVICE,
+        Set::Server => &deepbench::CONV_SERVER,
+    };
+    let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(env.seed);
+    let (mut problems, mut skipped) = (Vec::new(), Vec::new());
+    for p in table {
+        if p.bytes_f32() > env.kernel_max_bytes {
+            skipped.push(serde_json::json!([p.w, p.h, p.c, p.n, p.k, p.s, p.r]));
+            continue;
+        }
+        problems.push(conv_problem(p, int8, &mut rng)?);
+    }
+    if problems.is_empty() {
+        bail!("every convolution problem exceeds --kernels.max-bytes");
+    }
+    Ok(Prepared {
+        params: serde_json::json!({
+            "source": "baidu-research/DeepBench code/kernels/conv_problems.h",
+            "set": set.name(),
+            "precision": if int8 { "int8" } else { "f32" },
+            "problems": problems.len(),
+            "skipped_whcnksr": skipped,
+        }),
+        workers: workers(env, problems),
+        guard: None,
+    })
+}

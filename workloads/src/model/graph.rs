@@ -1,0 +1,490 @@
+//! Builds an ONNX `ModelProto` in memory, layer by layer, with seeded random weights.
+//!
+//! The architectures ([`super::mobilenet_v2`], [`super::efficientnet_b0`],
+//! [`super::resnet50_v2`]) call the layer methods; this file decides how a layer becomes ONNX
+//! nodes in each precision:
+//!
+//! - **f32 / f16**: `Conv` (BatchNorm folded into weights and bias, as inference runtimes do),
+//!   `Gemm` for the classifier. f16 is not decided here: the engine converts the whole typed
+//!   model with tract's f32→f16 translator.
+//! - **int8**: static post-training quantization in the ONNX "QOperator" form that
+//!   onnxruntime's quantizer emits: `QuantizeLinear` → `QLinearConv` / `QLinearMatMul` (int8
+//!   weights, per-tensor symmetric; uint8 activations, asymmetric; int32 bias) →
+//!   `DequantizeLinear`. Activation ranges come from a calibration run of the f32 graph on the
+//!   image set ([`Calibration`]); element-wise ops (activations, residual adds, SE gates) stay
+//!   f32 between quantized layers.
+//!
+//! Weights are drawn from a ChaCha8 stream seeded by the caller, in the same order for every
+//! precision, so f32, f16 and int8 models of one seed share their weights. Scales follow He
+//! initialisation (`sqrt(2/fan_in)` before a rectifier, `sqrt(1/fan_in)` before a linear
+//! output) with residual branches damped, so activations stay O(1) through 50+ layers in f16
+//! too (the tests check the logits' spread).
+
+use std::collections::HashMap;
+
+use rand::SeedableRng;
+use rand_distr::{Distribution, Normal};
+use tract_onnx::pb::{
+    attribute_proto::AttributeType, tensor_proto::DataType, type_proto, AttributeProto, GraphProto,
+    ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
+    ValueInfoProto,
+};
+
+/// ONNX opset the graphs are written against (Clip with tensor bounds needs 11+).
+const OPSET: i64 = 13;
+
+/// A tensor of the graph being built: its ONNX value name and channel count.
+#[derive(Debug, Clone)]
+pub struct Value {
+    pub name: String,
+    pub channels: usize,
+}
+
+/// How a convolution's weights are scaled.
+#[derive(Debug, Clone, Copy)]
+pub enum Init {
+    /// Followed by a rectifier (ReLU, ReLU6, swish): He, `sqrt(2/fan_in)`.
+    Rectified,
+    /// Linear output (projections, residual branches): `gain * sqrt(1/fan_in)`.
+    Linear(f32),
+}
+
+/// Observed (min, max) of a tensor.
+pub type Range = (f32, f32);
+
+/// Observed ranges of every quantized layer's input and output, by layer index.
+#[derive(Debug, Clone, Default)]
+pub struct Calibration {
+    pub ranges: HashMap<usize, (Range, Range)>,
+}
+
+/// What the builder emits.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Plain f32 graph.
+    Float,
+    /// f32 graph that also outputs every quantizable layer's input and output, for calibration.
+    Probe,
+    /// Quantized graph with these ranges.
+    Int8(Calibration),
+}
+
+/// Accumulates nodes and initializers.
+pub struct GraphBuilder {
+    nodes: Vec<NodeProto>,
+    initializers: Vec<TensorProto>,
+    outputs: Vec<ValueInfoProto>,
+    rng: rand::rngs::ChaCha8Rng,
+    mode: Mode,
+    next_name: usize,
+    next_layer: usize,
+    /// Probe mode: (layer index, input name, output name).
+    probes: Vec<(usize, String, String)>,
+}
+
+impl GraphBuilder {
+    pub fn new(seed: u64, mode: Mode) -> Self {
+        GraphBuilder {
+            nodes: Vec::new(),
+            initializers: Vec::new(),
+            outputs: Vec::new(),
+            rng: rand::rngs::ChaCha8Rng::seed_from_u64(seed),
+            mode,
+            next_name: 0,
+            next_layer: 0,
+            probes: Vec::new(),
+        }
+    }
+
+    /// The probes of a [`Mode::Probe`] graph: graph outputs `1 + 2i` and `2 + 2i` are the
+    /// input and output of layer `probes()[i]`.
+    pub fn probes(&self) -> Vec<usize> {
+        self.probes.iter().map(|p| p.0).collect()
+    }
+
+    fn fresh(&mut self, what: &str) -> String {
+        self.next_name += 1;
+        format!("{what}_{}", self.next_name)
+    }
+
+    fn node(&mut self, op: &str, inputs: &[&str], attrs: Vec<AttributeProto>) -> String {
+        let out = self.fresh(&op.to_ascii_lowercase());
+        self.nodes.push(NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![out.clone()],
+            name: out.clone(),
+            op_type: op.to_string(),
+            attribute: attrs,
+            ..Default::default()
+        });
+        out
+    }
+
+    fn constant(&mut self, what: &str, dims: &[i64], data_type: DataType, raw: Vec<u8>) -> String {
+        let name = self.fresh(what);
+        self.initializers.push(TensorProto {
+            dims: dims.to_vec(),
+            data_type: data_type as i32,
+            name: name.clone(),
+            raw_data: raw,
+            ..Default::default()
+        });
+        name
+    }
+
+    fn constant_f32(&mut self, what: &str, dims: &[i64], values: &[f32]) -> String {
+        let raw = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.constant(what, dims, DataType::Float, raw)
+    }
+
+    fn random(&mut self, n: usize, std: f32) -> Vec<f32> {
+        let normal = Normal::new(0.0f32, std).expect("finite positive std");
+        (0..n).map(|_| normal.sample(&mut self.rng)).collect()
+    }
+
+    /// Convolution (BatchNorm folded) with `groups` groups, "same" padding.
+    pub fn conv(
+        &mut self,
+        x: &Value,
+        out_channels: usize,
+        kernel: usize,
+        stride: usize,
+        groups: usize,
+        init: Init,
+    ) -> Value {
+        let cin_per_group = x.channels / groups;
+        let fan_in = (cin_per_group * kernel * kernel) as f32;
+        let std = match init {
+            Init::Rectified => (2.0 / fan_in).sqrt(),
+            Init::Linear(gain) => gain * (1.0 / fan_in).sqrt(),
+        };
+        let weights = self.random(out_channels * cin_per_group * kernel * kernel, std);
+        let bias = self.random(out_channels, 0.02);
+        let dims = [
+            out_channels as i64,
+            cin_per_group as i64,
+            kernel as i64,
+            kernel as i64,
+        ];
+        let pad = (kernel / 2) as i64;
+        let attrs = vec![
+            ints("kernel_shape", &[kernel as i64, kernel as i64]),
+            ints("strides", &[stride as i64, stride as i64]),
+            ints("pads", &[pad, pad, pad, pad]),
+            int("group", groups as i64),
+        ];
+        let layer = self.next_layer;
+        self.next_layer += 1;
+        let name = match self.mode.clone() {
+            Mode::Float | Mode::Probe => {
+                let w = self.constant_f32("w", &dims, &weights);
+                let b = self.constant_f32("b", &[out_channels as i64], &bias);
+                let y = self.node("Conv", &[&x.name, &w, &b], attrs);
+                self.probe(layer, &x.name, &y);
+                y
+            }
+            Mode::Int8(cal) => {
+                let (in_range, out_range) = cal.ranges[&layer];
+                let (xq, sx, zx, x_scale) = self.quantize(&x.name, in_range);
+                let (wq, sw, zw, w_scale) = self.weights_i8(&dims, &weights);
+                let bq = self.bias_i32(&bias, x_scale * w_scale);
+                let (sy, zy) = self.qparams(out_range);
+                let mut inputs = vec![xq.as_str(), &sx, &zx, &wq, &sw, &zw, &sy, &zy];
+                inputs.push(&bq);
+                let yq = self.node("QLinearConv", &inputs, attrs);
+                self.node("DequantizeLinear", &[&yq, &sy, &zy], vec![])
+            }
+        };
+        Value {
+            name,
+            channels: out_channels,
+        }
+    }
+
+    /// Fully connected classifier on `[N, C]`.
+    pub fn dense(&mut self, x: &Value, out_features: usize) -> Value {
+        let fan_in = x.channels;
+        let weights = self.random(fan_in * out_features, (1.0 / fan_in as f32).sqrt());
+        let bias = self.random(out_features, 0.02);
+        let layer = self.next_layer;
+        self.next_layer += 1;
+        let name = match self.mode.clone() {
+            Mode::Float | Mode::Probe => {
+                // Gemm's B is [K, N]: the weights are drawn in that order.
+                let w = self.constant_f32("w", &[fan_in as i64, out_features as i64], &weights);
+                let b = self.constant_f32("b", &[out_features as i64], &bias);
+                let y = self.node("Gemm", &[&x.name, &w, &b], vec![]);
+                self.probe(layer, &x.name, &y);
+                y
+            }
+            Mode::Int8(cal) => {
+                let (in_range, out_range) = cal.ranges[&layer];
+                let (xq, sx, zx, _) = self.quantize(&x.name, in_range);
+                let (wq, sw, zw, _) =
+                    self.weights_i8(&[fan_in as i64, out_features as i64], &weights);
+                let (sy, zy) = self.qparams(out_range);
+                let yq = self.node(
+                    "QLinearMatMul",
+                    &[&xq, &sx, &zx, &wq, &sw, &zw, &sy, &zy],
+                    vec![],
+                );
+                let y = self.node("DequantizeLinear", &[&yq, &sy, &zy], vec![]);
+                let b = self.constant_f32("b", &[out_features as i64], &bias);
+                self.node("Add", &[&y, &b], vec![])
+            }
+        };
+        Value {
+            name,
+            channels: out_features,
+        }
+    }
+
+    fn probe(&mut self, layer: usize, input: &str, output: &str) {
+        if matches!(self.mode, Mode::Probe) {
+            self.probes
+                .push((layer, input.to_string(), output.to_string()));
+        }
+    }
+
+    /// uint8 scale and zero point covering `range` (and 0, so zero padding is exact).
+    fn qparams(&mut self, (lo, hi): (f32, f32)) -> (String, String) {
+        let (scale, zero) = u8_params(lo, hi);
+        let s = self.constant_f32("scale", &[], &[scale]);
+        let z = self.constant("zero", &[], DataType::Uint8, vec![zero]);
+        (s, z)
+    }
+
+    fn quantize(&mut self, x: &str, range: (f32, f32)) -> (String, String, String, f32) {
+        let (scale, _) = u8_params(range.0, range.1);
+        let (s, z) = self.qparams(range);
+        let q = self.node("QuantizeLinear", &[x, &s, &z], vec![]);
+        (q, s, z, scale)
+    }
+
+    fn weights_i8(&mut self, dims: &[i64], w: &[f32]) -> (String, String, String, f32) {
+        let max = w
+            .iter()
+            .fold(0.0f32, |m, v| m.max(v.abs()))
+            .max(f32::MIN_POSITIVE);
+        let scale = max / 127.0;
+        let raw = w
+            .iter()
+            .map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8 as u8)
+            .collect();
+        let q = self.constant("wq", dims, DataType::Int8, raw);
+        let s = self.constant_f32("wscale", &[], &[scale]);
+        let z = self.constant("wzero", &[], DataType::Int8, vec![0]);
+        (q, s, z, scale)
+    }
+
+    fn bias_i32(&mut self, b: &[f32], scale: f32) -> String {
+        let raw = b
+            .iter()
+            .flat_map(|v| ((v / scale).round() as i32).to_le_bytes())
+            .collect();
+        self.constant("bq", &[b.len() as i64], DataType::Int32, raw)
+    }
+
+    pub fn relu(&mut self, x: &Value) -> Value {
+        let name = self.node("Relu", &[&x.name], vec![]);
+        Value { name, ..x.clone() }
+    }
+
+    pub fn relu6(&mut self, x: &Value) -> Value {
+        let lo = self.constant_f32("min", &[], &[0.0]);
+        let hi = self.constant_f32("max", &[], &[6.0]);
+        let name = self.node("Clip", &[&x.name, &lo, &hi], vec![]);
+        Value { name, ..x.clone() }
+    }
+
+    pub fn sigmoid(&mut self, x: &Value) -> Value {
+        let name = self.node("Sigmoid", &[&x.name], vec![]);
+        Value { name, ..x.clone() }
+    }
+
+    /// Swish / SiLU, `x * sigmoid(x)`.
+    pub fn swish(&mut self, x: &Value) -> Value {
+        let s = self.sigmoid(x);
+        self.mul(x, &s)
+    }
+
+    /// Element-wise product; `b` may be `[N, C, 1, 1]` (squeeze-and-excitation gate).
+    pub fn mul(&mut self, a: &Value, b: &Value) -> Value {
+        let name = self.node("Mul", &[&a.name, &b.name], vec![]);
+        Value { name, ..a.clone() }
+    }
+
+    pub fn add(&mut self, a: &Value, b: &Value) -> Value {
+        let name = self.node("Add", &[&a.name, &b.name], vec![]);
+        Value { name, ..a.clone() }
+    }
+
+    /// Inference-mode BatchNormalization with random affine parameters around identity
+    /// (ResNet V2's pre-activations cannot be folded into a convolution: a ReLU separates them).
+    pub fn batch_norm(&mut self, x: &Value) -> Value {
+        let c = x.channels;
+        let gamma: Vec<f32> = self.random(c, 0.05).iter().map(|v| 1.0 + v).collect();
+        let beta = self.random(c, 0.05);
+        let mean = vec![0.0f32; c];
+        let var = vec![1.0f32; c];
+        let g = self.constant_f32("gamma", &[c as i64], &gamma);
+        let b = self.constant_f32("beta", &[c as i64], &beta);
+        let m = self.constant_f32("mean", &[c as i64], &mean);
+        let v = self.constant_f32("var", &[c as i64], &var);
+        let attrs = vec![float("epsilon", 1e-5)];
+        let name = self.node("BatchNormalization", &[&x.name, &g, &b, &m, &v], attrs);
+        Value { name, ..x.clone() }
+    }
+
+    pub fn max_pool(&mut self, x: &Value, kernel: usize, stride: usize) -> Value {
+        let pad = (kernel / 2) as i64;
+        let attrs = vec![
+            ints("kernel_shape", &[kernel as i64, kernel as i64]),
+            ints("strides", &[stride as i64, stride as i64]),
+            ints("pads", &[pad, pad, pad, pad]),
+        ];
+        let name = self.node("MaxPool", &[&x.name], attrs);
+        Value { name, ..x.clone() }
+    }
+
+    /// `[N, C, H, W]` → `[N, C, 1, 1]`.
+    pub fn global_avg_pool(&mut self, x: &Value) -> Value {
+        let name = self.node("GlobalAveragePool", &[&x.name], vec![]);
+        Value { name, ..x.clone() }
+    }
+
+    /// `[N, C, 1, 1]` → `[N, C]`.
+    pub fn flatten(&mut self, x: &Value) -> Value {
+        let name = self.node("Flatten", &[&x.name], vec![int("axis", 1)]);
+        Value { name, ..x.clone() }
+    }
+
+    /// Finishes the graph: input `input` `[batch, 3, size, size]` f32, first output `logits`,
+    /// then (probe mode) every probe's input and output.
+    pub fn finish(mut self, name: &str, logits: &Value, batch: usize, size: usize) -> ModelProto {
+        self.nodes.push(NodeProto {
+            input: vec![logits.name.clone()],
+            output: vec!["logits".to_string()],
+            name: "logits".to_string(),
+            op_type: "Identity".to_string(),
+            ..Default::default()
+        });
+        self.outputs.push(value_info(
+            "logits",
+            Some(&[batch as i64, logits.channels as i64]),
+        ));
+        let input_shape = [batch as i64, 3, size as i64, size as i64];
+        for (_, input, output) in std::mem::take(&mut self.probes) {
+            // The first layer's probed input is the graph input itself: declaring it again as
+            // an output without a shape would erase the input's fact.
+            let shape = (input == "input").then_some(&input_shape[..]);
+            self.outputs.push(value_info(&input, shape));
+            self.outputs.push(value_info(&output, None));
+        }
+        let graph = GraphProto {
+            node: self.nodes,
+            name: name.to_string(),
+            initializer: self.initializers,
+            input: vec![value_info("input", Some(&input_shape))],
+            output: self.outputs,
+            ..Default::default()
+        };
+        ModelProto {
+            ir_version: 8,
+            opset_import: vec![OperatorSetIdProto {
+                domain: String::new(),
+                version: OPSET,
+            }],
+            producer_name: "greenpipe-workload".into(),
+            graph: Some(graph),
+            ..Default::default()
+        }
+    }
+
+    /// The graph's input as a [`Value`].
+    pub fn input(&self) -> Value {
+        Value {
+            name: "input".into(),
+            channels: 3,
+        }
+    }
+}
+
+/// Scale and zero point of an asymmetric uint8 quantization of `[lo, hi]` (widened to hold 0).
+pub fn u8_params(lo: f32, hi: f32) -> (f32, u8) {
+    let lo = lo.min(0.0);
+    let hi = hi.max(0.0);
+    let scale = ((hi - lo) / 255.0).max(1e-8);
+    let zero = (-lo / scale).round().clamp(0.0, 255.0) as u8;
+    (scale, zero)
+}
+
+fn value_info(name: &str, shape: Option<&[i64]>) -> ValueInfoProto {
+    typed_value_info(name, DataType::Float, shape)
+}
+
+/// A graph input or output declaration.
+pub fn typed_value_info(name: &str, elem: DataType, shape: Option<&[i64]>) -> ValueInfoProto {
+    use tract_onnx::pb::tensor_shape_proto::{dimension, Dimension};
+    let shape = shape.map(|dims| TensorShapeProto {
+        dim: dims
+            .iter()
+            .map(|d| Dimension {
+                value: Some(dimension::Value::DimValue(*d)),
+                ..Default::default()
+            })
+            .collect(),
+    });
+    ValueInfoProto {
+        name: name.to_string(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: elem as i32,
+                shape,
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn ints(name: &str, values: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Ints as i32,
+        ints: values.to_vec(),
+        ..Default::default()
+    }
+}
+
+pub fn int(name: &str, value: i64) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Int as i32,
+        i: value,
+        ..Default::default()
+    }
+}
+
+fn float(name: &str, value: f32) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Float as i32,
+        f: value,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn u8_params_keep_zero_exact() {
+        let (scale, zero) = u8_params(-1.0, 3.0);
+        assert!((scale - 4.0 / 255.0).abs() < 1e-6);
+        assert_eq!(zero, 64);
+        // An all-positive range still holds 0 (ReLU outputs): zero point 0.
+        assert_eq!(u8_params(0.5, 6.0).1, 0);
+    }
+}
