@@ -114,6 +114,23 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Starts `greenpipe-exporter` for `node` on a free loopback port, collecting every 500 ms, with
+/// `extra` flags; returns its guard and its `/metrics` URL.
+pub fn start_exporter(node: &str, extra: &[&str]) -> (Guard, String) {
+    let port = free_port();
+    let child = Command::new(workspace_binary("greenpipe-exporter"))
+        .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
+        .args(["--node-name", node, "--collection.interval", "500ms"])
+        .args(extra)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting the exporter");
+    (
+        Guard::new("exporter", child),
+        format!("http://127.0.0.1:{port}/metrics"),
+    )
+}
+
 /// A child process killed (SIGTERM, then SIGKILL) when dropped.
 pub struct Guard {
     child: Option<Child>,

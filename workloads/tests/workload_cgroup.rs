@@ -11,7 +11,7 @@ use std::time::Duration;
 use greenpipe_common::names::{container, exporter, label, source};
 use greenpipe_tests::cgroup::{container_id, unified_root, TestCgroup};
 use greenpipe_tests::scrape::{fetch, sample};
-use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard};
+use greenpipe_tests::{free_port, start_exporter, wait_for, Guard};
 
 const POD_UID: &str = "4f3e2d1c-0b0a-4987-8654-3210fedcba98";
 
@@ -90,20 +90,7 @@ fn workload_in_a_pod_cgroup_is_seen_by_the_exporter_and_logged() {
     // The binary cargo built for this test, with this build's features (building it again
     // through `cargo build` would resolve features differently and rebuild the tract stack).
     let workload = std::path::PathBuf::from(env!("CARGO_BIN_EXE_greenpipe-workload"));
-    let port = free_port();
-    let child = Command::new(workspace_binary("greenpipe-exporter"))
-        .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
-        .args([
-            "--node-name",
-            "workload-test",
-            "--collection.interval",
-            "500ms",
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting the exporter");
-    let _exporter = Guard::new("exporter", child);
-    let url = format!("http://127.0.0.1:{port}/metrics");
+    let (_exporter, url) = start_exporter("workload-test", &[]);
     let before = wait_for(Duration::from_secs(30), || {
         container_cpu(&fetch(&url).ok()?, &id)
     })
