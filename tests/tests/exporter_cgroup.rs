@@ -6,7 +6,7 @@
 //! container-id parser.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use greenpipe_common::names::{container, exporter, label, node, source, SYSTEM_CONTAINER};
