@@ -11,6 +11,14 @@ Run with:
     /tmp/skl/bin/python benches/crossval_sklearn.py ../shared/datasets/power/bsc/bsc-xeon-e5-2650 \
         --always-train '^(Disk|Network)'
 It prints the wall time and the mean LOWO MAPE per model and of the nested selection.
+
+With --plain it runs instead scikit-learn's plain leave-one-workload-out (no nested selection) of
+four families with their default settings: CPU-utilisation-only linear regression, linear
+regression on every feature, GradientBoostingRegressor() and RandomForestRegressor(): the
+reference of the "whole crossval at least 3x faster" bar and of the per-machine comparison in
+docs/training.md. Every machine directory given is run in turn:
+    /tmp/skl/bin/python benches/crossval_sklearn.py --plain ../shared/datasets/power/bsc/* \
+        --always-train '^(Disk|Network)'
 """
 import argparse
 import glob
@@ -22,7 +30,8 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin, clone
-from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor, VotingRegressor
+from sklearn.ensemble import (GradientBoostingRegressor, HistGradientBoostingRegressor,
+                              RandomForestRegressor, VotingRegressor)
 from sklearn.linear_model import ElasticNet, Lasso, LinearRegression, Ridge
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
@@ -90,6 +99,30 @@ class LinearBaseBoosting(RegressorMixin, BaseEstimator):
     def predict(self, X):
         base = self.lin_.predict(X) if self.lin_ is not None else 0.0
         return base + self.gb_.predict(X)
+
+
+def wide_extra():
+    """The candidates `--grid wide` adds to the classic grid: scikit-learn's default forest and
+    boosting, and the default forest's ensemble with the histogram boosting."""
+    sc = StandardScaler
+    return [
+        ("random_forest(trees=100;depth=full;exact)",
+         make_pipeline(sc(), RandomForestRegressor(random_state=7))),
+        ("gradient_boosting(trees=100;lr=0.1;depth=3;exact)",
+         make_pipeline(sc(), GradientBoostingRegressor(random_state=7))),
+        ("ensemble(random_forest(trees=100;depth=full;exact)+gradient_boosting)",
+         make_pipeline(sc(), VotingRegressor([("rf", RandomForestRegressor(random_state=7)),
+                                              ("gb", LinearBaseBoosting(False))]))),
+    ]
+
+
+def grid(name):
+    """greenpipe-estimator's `--grid NAME` (offline/models/mod.rs)."""
+    if name == "classic":
+        return candidates()
+    if name == "wide":
+        return candidates() + wide_extra()
+    raise SystemExit(f"unknown grid {name}")
 
 
 def candidates():
@@ -172,9 +205,48 @@ def job(model, X, y, groups, train_groups, test_groups):
     return {g: mape(y[groups == g], m.predict(X[groups == g])) for g in test_groups}
 
 
+def load(directory):
+    frames = [pd.read_csv(f) for f in sorted(glob.glob(os.path.join(directory, "*.csv")))]
+    df = pd.concat(frames).dropna(subset=["power_watts"])
+    used = [f for f in FEATURES if df[f].notna().any() and df[f].nunique() > 1]
+    return df.dropna(subset=used), used
+
+
+def plain(directory, always_train):
+    """Plain leave-one-workload-out of four default-settings families (no selection)."""
+    df, used = load(directory)
+    started = time.time()
+    X, y = df[used].to_numpy(float), df["power_watts"].to_numpy(float)
+    groups = df["workload"].map(group_of).to_numpy()
+    names = list(dict.fromkeys(groups))
+    holdable = [g for g in names if not (always_train and re.search(always_train, g))]
+    cpu = used.index("cpu_seconds_per_second")
+    families = [
+        ("cpu_linear", LinearRegression(), [cpu]),
+        ("linear", LinearRegression(), list(range(len(used)))),
+        ("GradientBoostingRegressor()", GradientBoostingRegressor(random_state=0),
+         list(range(len(used)))),
+        ("RandomForestRegressor()", RandomForestRegressor(random_state=0),
+         list(range(len(used)))),
+    ]
+    tasks = [(name, g) for name, _, _ in families for g in holdable]
+    cols = {name: c for name, _, c in families}
+    models = {name: m for name, m, _ in families}
+    out = Parallel(n_jobs=2)(
+        delayed(job)(models[name], X[:, cols[name]], y, groups, [x for x in names if x != g], [g])
+        for name, g in tasks)
+    elapsed = time.time() - started
+    print(f"{os.path.basename(os.path.normpath(directory))}: plain LOWO of 4 families, "
+          f"{len(tasks)} fits, wall {elapsed:.1f} s, features {used}")
+    for name, _, _ in families:
+        per = [r[g] for (n, g), r in zip(tasks, out) if n == name]
+        print(f"  {name:32s} LOWO MAPE {np.mean(per):6.2f} %  "
+              + " ".join(f"{g}={v:.1f}" for g, v in zip(holdable, per)))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
+    ap.add_argument("dir", nargs="+")
     ap.add_argument("--always-train", default=None)
     ap.add_argument("--stress-pattern", default="stress|cpu")
     ap.add_argument("--folds", type=int, default=None,
@@ -185,11 +257,15 @@ def main():
     ap.add_argument("--no-counter-variants", action="store_true",
                     help="offer tree models on all features only, as "
                          "greenpipe-estimator crossval --no-counter-variants")
+    ap.add_argument("--grid", default="classic", help="classic or wide, as greenpipe-estimator")
+    ap.add_argument("--plain", action="store_true",
+                    help="plain LOWO of four default-settings families instead (see above)")
     a = ap.parse_args()
-    frames = [pd.read_csv(f) for f in sorted(glob.glob(os.path.join(a.dir, "*.csv")))]
-    df = pd.concat(frames).dropna(subset=["power_watts"])
-    used = [f for f in FEATURES if df[f].notna().any() and df[f].nunique() > 1]
-    df = df.dropna(subset=used)
+    if a.plain:
+        for d in a.dir:
+            plain(d, a.always_train)
+        return
+    df, used = load(a.dir[0])
     started = time.time()
     X, y = df[used].to_numpy(float), df["power_watts"].to_numpy(float)
     groups = df["workload"].map(group_of).to_numpy()
@@ -197,7 +273,7 @@ def main():
     always = [g for g in names if a.always_train and re.search(a.always_train, g)]
     holdable = [g for g in names if g not in always]
     sizes = {g: int((groups == g).sum()) for g in names}
-    cands = [c for c in candidates() if not (a.skip_ensembles and c[0].startswith("ensemble"))]
+    cands = [c for c in grid(a.grid) if not (a.skip_ensembles and c[0].startswith("ensemble"))]
     if not a.no_counter_variants:
         cands += counter_variants(cands, used)
     specs = list(cands) + [("baseline_cpu_linear", "cpu")]

@@ -4,7 +4,8 @@ with the virtualenv that scripts/setup.sh creates (.venv).
 
   check-deploy.py validate FILE...       every document against the Kubernetes OpenAPI schemas
                                          (kubernetes-validate --strict, several versions) and the
-                                         Prometheus Operator kinds against their CRD schemas
+                                         Prometheus Operator and cert-manager kinds against their
+                                         CRD schemas
   check-deploy.py prometheusrule         print the PrometheusRule built from deploy/prometheus/rules
   check-deploy.py containerfile FILE     parse with the BuildKit parser and check the stages
   check-deploy.py shards FILE            every estimator StatefulSet: SHARD_COUNT == replicas
@@ -27,6 +28,7 @@ RULES = ROOT / "deploy" / "prometheus" / "rules"
 # the validator knows.
 K8S_VERSIONS = ["1.28.0", None]
 OPERATOR_GROUP = "monitoring.coreos.com/"
+CERT_MANAGER_GROUP = "cert-manager.io/"
 
 
 def closed(schema):
@@ -42,9 +44,13 @@ def closed(schema):
     return schema
 
 
-def operator_validator(kind):
+def operator_validator(kind, group=OPERATOR_GROUP):
     import jsonschema
-    from cloudcoil.models.prometheus_operator import v1
+
+    if group == CERT_MANAGER_GROUP:
+        from cloudcoil.models.cert_manager import v1
+    else:
+        from cloudcoil.models.prometheus_operator import v1
 
     model = getattr(v1, kind, None)
     if model is None:
@@ -65,8 +71,10 @@ def validate(paths):
             count += 1
             kind = doc.get("kind", "?")
             name = f"{path}: {kind}/{doc.get('metadata', {}).get('name', '?')}"
-            if str(doc.get("apiVersion", "")).startswith(OPERATOR_GROUP):
-                validator = operator_validator(kind)
+            api = str(doc.get("apiVersion", ""))
+            group = next((g for g in (OPERATOR_GROUP, CERT_MANAGER_GROUP) if api.startswith(g)), None)
+            if group is not None:
+                validator = operator_validator(kind, group)
                 if validator is None:
                     print(f"FAIL {name}: no schema for {doc['apiVersion']} {kind}")
                     failures += 1

@@ -44,7 +44,7 @@ go_minor="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
 command -v kubectl >/dev/null || { echo "setup: kubectl not found (needed for kubectl kustomize)" >&2; exit 1; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="$root/.venv"
-if ! "$venv/bin/python" -c 'import kubernetes_validate, cloudcoil.models.prometheus_operator, dockerfile' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import kubernetes_validate, cloudcoil.models.prometheus_operator, cloudcoil.models.cert_manager, dockerfile' 2>/dev/null; then
   echo "setup: creating $venv for the deploy/ checks"
   /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/requirements-deploy.txt"

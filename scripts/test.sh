@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# Incremental state is a second copy of every workspace crate's build; a one-shot test run gains
+# nothing from it and the disk is shared.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export GREENPIPE_BUILD_BPF=1   # build the real BPF objects, never the editor stubs
 # The Kubernetes control plane the k8s tests run (built from source once per machine, cached).
 scripts/control-plane.sh build >/dev/null

@@ -45,17 +45,26 @@ pub struct Row {
 }
 
 impl Row {
-    /// The CSV line (no newline).
+    /// The CSV line (no newline); a zone name that needs it is quoted (RFC 4180).
     pub fn csv(&self) -> String {
-        format!(
-            "{},{},{},{},{:.3},{:.3}",
-            self.zone,
-            self.method.name(),
-            self.horizon_hours,
-            self.samples,
-            self.mape_percent,
-            self.mae
-        )
+        let mut out = csv::WriterBuilder::new()
+            .terminator(csv::Terminator::Any(b'\n'))
+            .from_writer(Vec::new());
+        let record = [
+            self.zone.clone(),
+            self.method.name().to_string(),
+            self.horizon_hours.to_string(),
+            self.samples.to_string(),
+            format!("{:.3}", self.mape_percent),
+            format!("{:.3}", self.mae),
+        ];
+        // Writing into a `Vec` cannot fail, and every cell is UTF-8.
+        out.write_record(&record).expect("writing CSV into memory");
+        let bytes = out.into_inner().expect("writing CSV into memory");
+        String::from_utf8(bytes)
+            .expect("CSV of UTF-8 cells is UTF-8")
+            .trim_end_matches('\n')
+            .to_string()
     }
 }
 

@@ -89,6 +89,17 @@ impl Series {
                 "step {step_seconds} s is not positive"
             )));
         }
+        // A provider's body is outside input: an absurd intensity is refused, not stored.
+        if let Some(p) = points
+            .iter()
+            .find(|p| p.value.is_some_and(|v| !(v.is_finite() && v >= 0.0)))
+        {
+            return Err(crate::Error::Invalid(format!(
+                "intensity {:?} g/kWh for the interval starting {} is not a finite, non-negative number",
+                p.value.unwrap_or_default(),
+                crate::time::format(p.timestamp)
+            )));
+        }
         points.sort_by_key(|p| p.timestamp);
         if let Some(w) = points.windows(2).find(|w| w[0].timestamp == w[1].timestamp) {
             return Err(crate::Error::Invalid(format!(

@@ -1,4 +1,5 @@
-//! Backtest figures on the shared carbon series (../shared/datasets/carbon/eia-dcrl-2022): the
+//! Backtest figures on the shared carbon series (../shared/datasets/carbon/eia-dcrl-2022, copied
+//! to tests/data/ so the suite needs nothing outside the repository): the
 //! report is complete and well-formed, every method is scored on the same hours, and the
 //! regression's measured advantage is printed per zone (docs/carbon.md quotes these figures).
 
@@ -6,24 +7,13 @@ use greenpipe_carbon::backtest::{self, improvement, Config, SUMMARY_HEADER};
 use greenpipe_carbon::forecast::Method;
 use std::path::PathBuf;
 
-fn dataset() -> Option<PathBuf> {
-    // The worktree's sibling `shared/` directory (see the README of the dataset).
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/datasets/carbon/eia-dcrl-2022");
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!(
-            "skipping: shared carbon dataset not found at {}",
-            p.display()
-        );
-        None
-    }
+fn dataset() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/eia-dcrl-2022")
 }
 
 #[test]
 fn backtest_on_all_shared_zones() {
-    let Some(dir) = dataset() else { return };
+    let dir = dataset();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -1,5 +1,6 @@
-//! End to end through `greenpipe-carbon ...` on the shared carbon series: intensity
-//! written by remote write into a real Prometheus, the placement dry run, and the queries.
+//! End to end through `greenpipe-carbon ...` on the shared carbon series (a copy in
+//! `tests/data/`, so the suite needs nothing outside the repository): intensity written by remote
+//! write into a real Prometheus, the placement dry run, and the queries.
 
 use greenpipe_tests::{workspace_binary, workspace_root, Prometheus};
 use std::process::Command;
@@ -7,11 +8,12 @@ use std::process::Command;
 const AT: &str = "2022-06-01T12:00:00Z";
 const AT_UNIX: i64 = 1_654_084_800;
 
+fn csv_path(zone: &str) -> std::path::PathBuf {
+    workspace_root().join(format!("carbon/tests/data/eia-dcrl-2022/{zone}.csv"))
+}
+
 fn series(zone: &str) -> String {
-    format!(
-        "{zone}=csv:{}/../shared/datasets/carbon/eia-dcrl-2022/{zone}.csv",
-        workspace_root().display()
-    )
+    format!("{zone}=csv:{}", csv_path(zone).display())
 }
 
 fn carbon(args: &[&str]) -> (bool, String, String) {
@@ -26,22 +28,8 @@ fn carbon(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-fn shared_data_present() -> bool {
-    let p = workspace_root().join("../shared/datasets/carbon/eia-dcrl-2022/CISO.csv");
-    if !p.exists() {
-        eprintln!(
-            "skipping: shared carbon dataset not found at {}",
-            p.display()
-        );
-    }
-    p.exists()
-}
-
 #[test]
 fn intensity_is_remote_written_to_prometheus() {
-    if !shared_data_present() {
-        return;
-    }
     let prom = Prometheus::start(&[], "1s").unwrap();
     let (ciso, bpat) = (series("CISO"), series("BPAT"));
     let (ok, stdout, stderr) = carbon(&[
@@ -57,10 +45,7 @@ fn intensity_is_remote_written_to_prometheus() {
     ]);
     assert!(ok, "{stdout}\n{stderr}");
     // The actual written is the CSV's value for the hour of --at.
-    let csv = greenpipe_carbon::sources::csv::read(
-        &workspace_root().join("../shared/datasets/carbon/eia-dcrl-2022/CISO.csv"),
-    )
-    .unwrap();
+    let csv = greenpipe_carbon::sources::csv::read(&csv_path("CISO")).unwrap();
     let want = csv.value_at(AT_UNIX).unwrap();
     let got = prom
         .query_scalar(r#"greenpipe_grid_carbon_intensity_grams_per_kwh{zone="CISO",kind="actual",source="csv"}"#)
@@ -86,9 +71,6 @@ fn intensity_is_remote_written_to_prometheus() {
 
 #[test]
 fn placement_dry_run_plans_labels_and_taints() {
-    if !shared_data_present() {
-        return;
-    }
     let nodes = format!("{}/tests/fixtures/nodes.json", env!("CARGO_MANIFEST_DIR"));
     let (ciso, bpat) = (series("CISO"), series("BPAT"));
     let (ok, stdout, stderr) = carbon(&[
@@ -160,9 +142,6 @@ fn placement_dry_run_plans_labels_and_taints() {
 
 #[test]
 fn queries_answer_on_the_shared_series() {
-    if !shared_data_present() {
-        return;
-    }
     let (ciso, bpat) = (series("CISO"), series("BPAT"));
     let (ok, stdout, stderr) = carbon(&[
         "best-zone",

@@ -744,6 +744,24 @@ pub mod estimate {
         labels: &[label::CONTAINER_ID, label::POD_UID, label::MODEL, label::COMPONENT],
     };
 
+    /// `node_energy_joules_total`.
+    pub const NODE_ENERGY_JOULES_TOTAL: Family = Family {
+        name: n::NODE_ENERGY_JOULES_TOTAL,
+        kind: Type::Counter,
+        unit: "joules",
+        help: "Predicted node energy: power times tick length summed over every tick written, resumed from its last written value after a restart.",
+        labels: &[label::MODEL],
+    };
+
+    /// `container_energy_joules_total`.
+    pub const CONTAINER_ENERGY_JOULES_TOTAL: Family = Family {
+        name: n::CONTAINER_ENERGY_JOULES_TOTAL,
+        kind: Type::Counter,
+        unit: "joules",
+        help: "Energy attributed to a container, per component, accumulated like greenpipe_node_energy_joules_total.",
+        labels: &[label::CONTAINER_ID, label::POD_UID, label::MODEL, label::COMPONENT],
+    };
+
     /// `tick_timestamp_seconds`.
     pub const TICK_TIMESTAMP_SECONDS: Family = Family {
         name: n::TICK_TIMESTAMP_SECONDS,
@@ -809,8 +827,17 @@ pub mod estimator {
         name: n::QUERIES_TOTAL,
         kind: Type::Counter,
         unit: "",
-        help: "PromQL requests by query and outcome.",
+        help: "PromQL requests by query and outcome (ok, http_<status>, timeout, network_error, partial, error).",
         labels: &[label::QUERY, label::OUTCOME],
+    };
+
+    /// `query_warnings_total`.
+    pub const QUERY_WARNINGS_TOTAL: Family = Family {
+        name: n::QUERY_WARNINGS_TOTAL,
+        kind: Type::Counter,
+        unit: "",
+        help: "Warnings attached to successful PromQL answers, by query.",
+        labels: &[label::QUERY],
     };
 
     /// `query_duration_seconds`.
@@ -1004,6 +1031,8 @@ pub static FAMILIES: &[&Family] = &[
     &estimate::NODE_POWER_ERROR_WATTS,
     &estimate::NODE_POWER_ABS_ERROR_RATIO,
     &estimate::CONTAINER_POWER_WATTS,
+    &estimate::NODE_ENERGY_JOULES_TOTAL,
+    &estimate::CONTAINER_ENERGY_JOULES_TOTAL,
     &estimate::TICK_TIMESTAMP_SECONDS,
     &estimator::TICKS_TOTAL,
     &estimator::TICKS_BACKFILLED_TOTAL,
@@ -1011,6 +1040,7 @@ pub static FAMILIES: &[&Family] = &[
     &estimator::LAG_SECONDS,
     &estimator::LAST_TICK_TIMESTAMP_SECONDS,
     &estimator::QUERIES_TOTAL,
+    &estimator::QUERY_WARNINGS_TOTAL,
     &estimator::QUERY_DURATION_SECONDS,
     &estimator::SAMPLES_WRITTEN_TOTAL,
     &estimator::SAMPLES_RETRIED_TOTAL,

@@ -224,6 +224,13 @@ pub mod estimate {
     /// container (`container_id="system"` for host processes); summed over containers and
     /// components it equals the node's prediction.
     pub const CONTAINER_POWER_WATTS: &str = "greenpipe_container_power_watts";
+    /// Counter, labels of [`NODE_POWER_WATTS`]: predicted node energy, the sum of power x tick
+    /// length over every tick written; resumed from its last written value after a restart, so
+    /// `increase()` over a range is the energy of that range.
+    pub const NODE_ENERGY_JOULES_TOTAL: &str = "greenpipe_node_energy_joules_total";
+    /// Counter, labels of [`CONTAINER_POWER_WATTS`]: energy attributed to a container, per
+    /// component, accumulated like [`NODE_ENERGY_JOULES_TOTAL`].
+    pub const CONTAINER_ENERGY_JOULES_TOTAL: &str = "greenpipe_container_energy_joules_total";
     /// Gauge, `shard`: value = the tick's own unix time. Written last for every tick, so the
     /// estimator finds where it left off after a restart from its own output.
     pub const TICK_TIMESTAMP_SECONDS: &str = "greenpipe_estimator_tick_timestamp_seconds";
@@ -243,6 +250,8 @@ pub mod estimator {
     pub const LAST_TICK_TIMESTAMP_SECONDS: &str = "greenpipe_estimator_last_tick_timestamp_seconds";
     /// Counter, `query`, `outcome`: PromQL requests.
     pub const QUERIES_TOTAL: &str = "greenpipe_estimator_queries_total";
+    /// Counter, `query`: warnings attached to otherwise successful PromQL answers.
+    pub const QUERY_WARNINGS_TOTAL: &str = "greenpipe_estimator_query_warnings_total";
     /// Histogram, `query`: PromQL request wall time.
     pub const QUERY_DURATION_SECONDS: &str = "greenpipe_estimator_query_duration_seconds";
     /// Counter: samples accepted by the remote-write receiver.

@@ -106,26 +106,54 @@ pub enum TraceError {
 }
 
 /// Parses a whole trace file. `file` is only used in error messages.
+///
+/// Cells are split by the `csv` crate with quoting off: the format has no quoted cells (the
+/// writer refuses names that would need them), so a quote is an ordinary character here, as it
+/// always was. Lines end at `\n`; a `\r` before it is trimmed like any trailing whitespace.
 pub fn parse_trace(file: &str, text: &str) -> Result<Vec<TraceRow>, TraceError> {
-    let mut lines = text.lines().enumerate();
     let expected = trace_header();
-    let found = lines.next().map(|(_, l)| l.trim_end()).unwrap_or("");
-    if found != expected {
-        return Err(TraceError::Header {
-            file: file.to_string(),
-            expected,
-            found: found.to_string(),
-        });
+    let header_error = || TraceError::Header {
+        file: file.to_string(),
+        expected: expected.clone(),
+        found: text.lines().next().unwrap_or("").trim_end().to_string(),
+    };
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .quoting(false)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_reader(text.as_bytes());
+    let mut records = reader.records();
+    let mut record = csv::StringRecord::new();
+    // The header must be line 1: the csv reader skips empty lines, the format does not.
+    match records.next() {
+        Some(Ok(r)) if record_line(text, &r) == 1 => record = r,
+        Some(Err(_)) | None | Some(Ok(_)) => {}
+    }
+    let last = record.len().saturating_sub(1);
+    let header_matches = record.len() == TRACE_KEY_COLUMNS.len() + Feature::ALL.len()
+        && record
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i == last { c.trim_end() } else { c })
+            .eq(TRACE_KEY_COLUMNS
+                .into_iter()
+                .chain(Feature::ALL.iter().map(|f| f.column())));
+    if !header_matches {
+        return Err(header_error());
     }
     let width = TRACE_KEY_COLUMNS.len() + Feature::ALL.len();
     let mut rows: Vec<TraceRow> = Vec::new();
-    for (index, raw) in lines {
-        let line = index + 1;
-        let raw = raw.trim_end();
-        if raw.is_empty() {
+    for record in records {
+        // Reading a `&str` with quoting off and flexible widths has no failure left: not I/O,
+        // not UTF-8 (cells are split at ASCII commas), not the record width.
+        let Ok(cells) = record else {
+            return Err(header_error());
+        };
+        let line = record_line(text, &cells);
+        if cells.len() == 1 && cells[0].trim_end().is_empty() {
             continue;
         }
-        let cells: Vec<&str> = raw.split(',').collect();
         if cells.len() != width {
             return Err(TraceError::CellCount {
                 file: file.to_string(),
@@ -194,10 +222,21 @@ pub fn parse_trace(file: &str, text: &str) -> Result<Vec<TraceRow>, TraceError> 
     Ok(rows)
 }
 
+/// The 1-based line `record` is on. The reader's position is where it started reading, before
+/// the empty lines it skips (each one `\n`, with `\n` as the only terminator).
+fn record_line(text: &str, record: &csv::StringRecord) -> usize {
+    let Some(p) = record.position() else { return 0 };
+    let skipped = text.as_bytes()[p.byte() as usize..]
+        .iter()
+        .take_while(|&&b| b == b'\n')
+        .count();
+    p.line() as usize + skipped
+}
+
 /// Writes rows in the trace CSV format (header included), numbers with 8 significant digits.
 pub fn write_trace(rows: &[TraceRow]) -> Result<String, TraceError> {
-    let mut out = trace_header();
-    out.push('\n');
+    // Names that would need quoting are refused rather than quoted, so that every reader of the
+    // shared traces (a plain comma split included) reads what was written.
     for r in rows {
         for (field, value) in [("node", &r.node), ("workload", &r.workload)] {
             if value.is_empty() || value.contains([',', '"', '\n', '\r']) {
@@ -207,20 +246,32 @@ pub fn write_trace(rows: &[TraceRow]) -> Result<String, TraceError> {
                 });
             }
         }
-        out.push_str(&format_number(r.timestamp, 13));
-        out.push(',');
-        out.push_str(&r.node);
-        out.push(',');
-        out.push_str(&r.workload);
-        for v in std::iter::once(r.power_watts).chain(r.features.0) {
-            out.push(',');
-            if let Some(v) = v {
-                out.push_str(&format_number(v, 8));
-            }
-        }
-        out.push('\n');
     }
-    Ok(out)
+    // Writing into a `Vec` cannot fail, and every cell is UTF-8.
+    let bytes = write_records(rows).expect("writing CSV into memory");
+    Ok(String::from_utf8(bytes).expect("trace CSV is UTF-8"))
+}
+
+fn write_records(rows: &[TraceRow]) -> Result<Vec<u8>, csv::Error> {
+    let mut writer = csv::WriterBuilder::new()
+        .quote_style(csv::QuoteStyle::Never)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    writer.write_record(
+        TRACE_KEY_COLUMNS
+            .into_iter()
+            .chain(Feature::ALL.iter().map(|f| f.column())),
+    )?;
+    for r in rows {
+        writer.write_field(format_number(r.timestamp, 13))?;
+        writer.write_field(&r.node)?;
+        writer.write_field(&r.workload)?;
+        for v in std::iter::once(r.power_watts).chain(r.features.0) {
+            writer.write_field(v.map(|v| format_number(v, 8)).unwrap_or_default())?;
+        }
+        writer.write_record(None::<&[u8]>)?;
+    }
+    writer.into_inner().map_err(|e| e.into_error().into())
 }
 
 /// Formats `v` with `digits` significant digits, without exponent for ordinary magnitudes and

@@ -1,12 +1,15 @@
 //! Run with `cargo bench -p greenpipe-estimator --bench serve_tick`.
 //!
 //! CPU cost of one `serve` tick for a simulated fleet (default 1,000 nodes x 100 containers):
-//! decode the PromQL answers → assemble → predict → attribute → lay out series → batch → protobuf
-//! → snappy. Prometheus' own time and the network are excluded: the answers are built
+//! decode the PromQL answers → assemble → predict → attribute → energy counters → series laid out
+//! straight into protobuf request bodies, each compressed (snappy) as it fills. Prometheus' own
+//! time and the network are excluded: the answers are built
 //! in memory in the exact JSON shape Prometheus returns. Also the remote-write encoding
 //! throughput in samples per second. Prints figures; asserts nothing about time.
 //!
-//! `GREENPIPE_BENCH_NODES` and `GREENPIPE_BENCH_CONTAINERS` change the fleet size.
+//! `GREENPIPE_BENCH_NODES` and `GREENPIPE_BENCH_CONTAINERS` change the fleet size,
+//! `GREENPIPE_BENCH_TICKS` the ticks per range query (`serve --read.ticks-per-query`); figures are
+//! per tick either way.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -14,11 +17,14 @@ use std::time::Duration;
 use greenpipe_common::features::Feature;
 use greenpipe_common::model::ModelFile;
 use greenpipe_estimator::attribution::IdleSplit;
-use greenpipe_estimator::estimate::{estimate_tick, tick_series};
+use greenpipe_estimator::energy::Ledger;
+use greenpipe_estimator::estimate::{estimate_tick, tick_series, write_tick};
 use greenpipe_estimator::promql::decode_matrix;
 use greenpipe_estimator::readout::{assemble, PROCESSES};
 use greenpipe_estimator::remote_write::wire::encode_request;
-use greenpipe_estimator::remote_write::{batches, encode, sample_count, BatchLimits};
+use greenpipe_estimator::remote_write::{
+    batches, encode, sample_count, BatchLimits, BatchWriter, EncodedBatch,
+};
 use greenpipe_estimator::shard::Shard;
 
 const T_MS: i64 = 1_790_000_000_000;
@@ -40,18 +46,21 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// A one-point matrix answer, as Prometheus writes it.
-fn answer(series: impl Iterator<Item = (String, f64)>) -> String {
+/// A matrix answer with `ticks` points per series (1 s apart), as Prometheus writes it.
+fn answer(ticks: usize, series: impl Iterator<Item = (String, f64)>) -> String {
     let mut body = String::from(r#"{"status":"success","data":{"resultType":"matrix","result":["#);
     for (i, (labels, value)) in series.enumerate() {
         if i > 0 {
             body.push(',');
         }
-        let _ = write!(
-            body,
-            r#"{{"metric":{{{labels}}},"values":[[{}.000,"{value}"]]}}"#,
-            T_MS / 1000
-        );
+        let _ = write!(body, r#"{{"metric":{{{labels}}},"values":["#);
+        for t in 0..ticks {
+            if t > 0 {
+                body.push(',');
+            }
+            let _ = write!(body, r#"[{}.000,"{value}"]"#, T_MS / 1000 + t as i64);
+        }
+        body.push_str("]}");
     }
     body.push_str("]}}");
     body
@@ -69,6 +78,8 @@ fn main() {
     let nodes = env_usize("GREENPIPE_BENCH_NODES", 1000);
     let containers = env_usize("GREENPIPE_BENCH_CONTAINERS", 100);
     let rounds = env_usize("GREENPIPE_BENCH_ROUNDS", 5);
+    // Ticks per range query (serve's --read.ticks-per-query).
+    let ticks_per_query = env_usize("GREENPIPE_BENCH_TICKS", 1);
     let models = ModelFile::from_json(include_str!("../models/default.json")).expect("bundled");
     let features = [Feature::CpuSecondsPerSecond];
     println!(
@@ -77,15 +88,18 @@ fn main() {
         features.iter().map(|f| f.column()).collect::<Vec<_>>()
     );
 
-    let node_body = answer((0..nodes).flat_map(|n| {
-        features.iter().map(move |f| {
-            (
-                format!(r#""node":"node-{n:04}","feature":"{}""#, f.column()),
-                1.0 + (n % 3) as f64,
-            )
-        })
-    }));
-    let container_body = answer((0..nodes).flat_map(|n| {
+    let node_body = answer(
+        ticks_per_query,
+        (0..nodes).flat_map(|n| {
+            features.iter().map(move |f| {
+                (
+                    format!(r#""node":"node-{n:04}","feature":"{}""#, f.column()),
+                    1.0 + (n % 3) as f64,
+                )
+            })
+        }),
+    );
+    let container_body = answer(ticks_per_query, (0..nodes).flat_map(|n| {
         (0..=containers).flat_map(move |c| {
             let id = if c == containers {
                 "system".to_string()
@@ -117,11 +131,13 @@ fn main() {
         container_body.len() as f64 / 1e6
     );
 
-    let mut stages: Vec<[Duration; 6]> = Vec::new();
+    let mut stages: Vec<[Duration; 5]> = Vec::new();
+    // The energy counters as in a running estimator: one tick already recorded.
+    let mut ledger = Ledger::new(3_600_000);
     let mut samples = 0;
     let mut raw_bytes = 0;
     let mut wire_bytes = 0;
-    for _ in 0..rounds {
+    for round in 0..rounds {
         let t0 = thread_cpu();
         let node = decode_matrix(node_body.as_bytes()).expect("node answer");
         let container = decode_matrix(container_body.as_bytes()).expect("container answer");
@@ -131,21 +147,33 @@ fn main() {
         let estimates = estimate_tick(&models, &ticks[0], IdleSplit::Processes);
         assert_eq!(estimates.nodes.len(), nodes, "every node estimated");
         let t3 = thread_cpu();
-        let series = tick_series(&estimates);
+        let energy = ledger.record(&estimates, 1000);
         let t4 = thread_cpu();
-        samples = sample_count(&series);
-        let protobuf: Vec<Vec<u8>> = batches(series, BatchLimits::default())
-            .into_iter()
-            .map(|b| encode_request(&b))
-            .collect();
+        let mut writer = BatchWriter::compressing(BatchLimits::default());
+        write_tick(&estimates, &energy, &mut writer);
+        let bodies = writer.finish();
         let t5 = thread_cpu();
-        raw_bytes = protobuf.iter().map(Vec::len).sum();
-        wire_bytes = protobuf
-            .iter()
-            .map(|p| snap::raw::Encoder::new().compress_vec(p).unwrap().len())
-            .sum::<usize>();
-        let t6 = thread_cpu();
-        stages.push([t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5]);
+        samples = bodies.iter().map(|b| b.samples).sum();
+        wire_bytes = bodies.iter().map(|b| b.body.len()).sum::<usize>();
+        if round == 0 {
+            // Untimed: the bodies are those of the series built, batched, encoded and compressed
+            // one by one (the path before BatchWriter).
+            let series = batches(tick_series(&estimates, &energy), BatchLimits::default());
+            raw_bytes = series.iter().map(|b| encode_request(b).len()).sum();
+            let reference: Vec<EncodedBatch> = series
+                .into_iter()
+                .map(|b| EncodedBatch {
+                    samples: sample_count(&b),
+                    body: encode(b),
+                })
+                .collect();
+            assert!(
+                reference == bodies,
+                "written bodies differ from the reference"
+            );
+            println!("bodies identical to tick_series + batches + encode: yes");
+        }
+        stages.push([t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4]);
     }
     let median = |i: usize| {
         let mut v: Vec<Duration> = stages.iter().map(|s| s[i]).collect();
@@ -156,12 +184,13 @@ fn main() {
         "decode JSON",
         "assemble",
         "predict+attribute",
-        "series layout",
-        "batch+protobuf",
-        "snappy",
+        "energy counters",
+        "layout+pb+snappy",
     ];
     let mut total = Duration::ZERO;
-    println!("CPU time per tick (median of {rounds}, one thread):");
+    println!(
+        "CPU time per tick (median of {rounds}, one thread, {ticks_per_query} tick(s) per query):"
+    );
     for (i, name) in names.iter().enumerate() {
         let d = median(i);
         total += d;
@@ -175,6 +204,10 @@ fn main() {
         estimates as f64 / total.as_secs_f64() / 1e3
     );
     println!(
+        "  per container-tick {:>8.2} us (target <= 1 us)",
+        total.as_secs_f64() * 1e6 / estimates as f64
+    );
+    println!(
         "remote write: {samples} samples per tick, {:.1} MB protobuf, {:.1} MB on the wire (snappy)",
         raw_bytes as f64 / 1e6,
         wire_bytes as f64 / 1e6
@@ -184,20 +217,28 @@ fn main() {
     let ticks = {
         let node = decode_matrix(node_body.as_bytes()).unwrap();
         let container = decode_matrix(container_body.as_bytes()).unwrap();
-        assemble(T_MS, 1000, 1, &node, &container, &[], Shard::ALL)
+        assemble(
+            T_MS,
+            1000,
+            ticks_per_query,
+            &node,
+            &container,
+            &[],
+            Shard::ALL,
+        )
     };
     let estimates = estimate_tick(&models, &ticks[0], IdleSplit::Processes);
+    let energy = ledger.record(&estimates, 1000);
     let mut best = Duration::MAX;
     for _ in 0..rounds {
-        let series = tick_series(&estimates);
         let t0 = thread_cpu();
-        for b in batches(series, BatchLimits::default()) {
-            std::hint::black_box(encode(b));
-        }
+        let mut writer = BatchWriter::compressing(BatchLimits::default());
+        write_tick(&estimates, &energy, &mut writer);
+        std::hint::black_box(writer.finish());
         best = best.min(thread_cpu() - t0);
     }
     println!(
-        "remote-write encoding (batch + protobuf + snappy): {:.2} M samples/s",
+        "remote-write encoding (layout + batch + protobuf + snappy): {:.2} M samples/s",
         samples as f64 / best.as_secs_f64() / 1e6
     );
 }

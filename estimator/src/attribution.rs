@@ -180,6 +180,7 @@ mod tests {
             scores: Scores::default(),
             source: None,
             baselines: vec![],
+            power_bounds: None,
             recalibrations: vec![],
         }
     }

@@ -5,10 +5,11 @@ use greenpipe_common::model::{ModelFile, NodeModel};
 use greenpipe_common::names::{component, estimate, label};
 
 use crate::attribution::{attribute, IdleSplit, Share};
+use crate::energy::TickEnergy;
 use crate::readout::{NodeUsage, Tick};
 use bytes::Bytes;
 
-use crate::remote_write::{Label, Sample, TimeSeries};
+use crate::remote_write::{BatchWriter, Label, Sample, TimeSeries};
 
 /// Why a node got no estimate at a tick (the `reason` label of the skip counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,68 +115,121 @@ pub fn estimate_tick<'m>(
 }
 
 /// The series of one tick: per node its power and idle power (and error against its meter), per
-/// container and `system` its idle and dynamic shares; one sample each, at the tick's time.
-pub fn tick_series(estimates: &TickEstimates<'_>) -> Vec<TimeSeries> {
+/// container and `system` its idle and dynamic shares, and the energy counters of each of those
+/// (`energy`, from [`crate::energy::Ledger::record`] for the same estimates); one sample each, at
+/// the tick's time. The serve loop writes the same series with [`write_tick`]; this builds them
+/// (tests, tools).
+pub fn tick_series(estimates: &TickEstimates<'_>, energy: &TickEnergy) -> Vec<TimeSeries> {
     let t = estimates.timestamp_ms;
-    let one = |labels: Vec<Label>, value: f64| {
-        let mut ts = TimeSeries::from_labels(labels);
+    let mut out = Vec::with_capacity(estimates.nodes.iter().map(|n| 4 + 4 * n.shares.len()).sum());
+    lay_out(estimates, energy, |labels, value| {
+        let mut ts = TimeSeries::from_labels(
+            labels
+                .iter()
+                .map(|(n, v)| Label {
+                    name: Bytes::copy_from_slice(n),
+                    value: Bytes::copy_from_slice(v),
+                })
+                .collect(),
+        );
         ts.samples.push(Sample {
             value,
             timestamp: t,
         });
-        ts
-    };
-    let stat = |s: &'static str| Bytes::from_static(s.as_bytes());
-    let (node_power, node_idle, node_error, node_error_ratio, container_power) = (
-        stat(estimate::NODE_POWER_WATTS),
-        stat(estimate::NODE_IDLE_POWER_WATTS),
-        stat(estimate::NODE_POWER_ERROR_WATTS),
-        stat(estimate::NODE_POWER_ABS_ERROR_RATIO),
-        stat(estimate::CONTAINER_POWER_WATTS),
+        out.push(ts);
+    });
+    out
+}
+
+/// [`tick_series`] written straight into request bodies: the same series, the same bytes, without
+/// building a `TimeSeries` per sample.
+pub fn write_tick(estimates: &TickEstimates<'_>, energy: &TickEnergy, writer: &mut BatchWriter) {
+    let t = estimates.timestamp_ms;
+    lay_out(estimates, energy, |labels, value| {
+        writer.series(
+            labels,
+            &[Sample {
+                value,
+                timestamp: t,
+            }],
+        )
+    });
+}
+
+/// Calls `emit(labels, value)` for every series of the tick, labels in name order.
+fn lay_out(
+    estimates: &TickEstimates<'_>,
+    energy: &TickEnergy,
+    mut emit: impl FnMut(&[(&[u8], &[u8])], f64),
+) {
+    let b = |s: &'static str| s.as_bytes();
+    let (name, l_component, l_container, l_model, l_node, l_pod) = (
+        b("__name__"),
+        b(label::COMPONENT),
+        b(label::CONTAINER_ID),
+        b(label::MODEL),
+        b(label::NODE),
+        b(label::POD_UID),
     );
-    let (idle, dynamic) = (stat(component::IDLE), stat(component::DYNAMIC));
-    let mut out = Vec::with_capacity(estimates.nodes.iter().map(|n| 4 + 2 * n.shares.len()).sum());
-    for e in &estimates.nodes {
-        let node = Bytes::copy_from_slice(e.node.as_bytes());
+    let (node_power, node_idle, node_error, node_error_ratio, container_power) = (
+        b(estimate::NODE_POWER_WATTS),
+        b(estimate::NODE_IDLE_POWER_WATTS),
+        b(estimate::NODE_POWER_ERROR_WATTS),
+        b(estimate::NODE_POWER_ABS_ERROR_RATIO),
+        b(estimate::CONTAINER_POWER_WATTS),
+    );
+    let (node_energy, container_energy) = (
+        b(estimate::NODE_ENERGY_JOULES_TOTAL),
+        b(estimate::CONTAINER_ENERGY_JOULES_TOTAL),
+    );
+    let (idle, dynamic) = (b(component::IDLE), b(component::DYNAMIC));
+    assert_eq!(
+        estimates.nodes.len(),
+        energy.nodes.len(),
+        "energy recorded for these estimates"
+    );
+    for (e, joules) in estimates.nodes.iter().zip(&energy.nodes) {
+        let node = e.node.as_bytes();
         // The label carries the version, so a recalibrated model starts new series.
-        let model = Bytes::from(e.model.label());
+        let model_label = e.model.label();
+        let model = model_label.as_bytes();
         // Labels in name order: __name__, component, container_id, model, node, pod_uid.
-        let node_labels = |name: &Bytes| {
-            vec![
-                Label::new("__name__", name.clone()),
-                Label::new(label::MODEL, model.clone()),
-                Label::new(label::NODE, node.clone()),
-            ]
-        };
-        out.push(one(node_labels(&node_power), e.watts));
-        out.push(one(node_labels(&node_idle), e.idle_watts));
+        let node_labels =
+            |metric: &'static [u8]| [(name, metric), (l_model, model), (l_node, node)];
+        emit(&node_labels(node_power), e.watts);
+        emit(&node_labels(node_idle), e.idle_watts);
         if let Some(measured) = e.meter_watts {
-            out.push(one(node_labels(&node_error), e.watts - measured));
+            emit(&node_labels(node_error), e.watts - measured);
             // A meter reading 0 W is unplugged or idle-blind: no relative error from it.
             if measured > 0.0 {
-                out.push(one(
-                    node_labels(&node_error_ratio),
+                emit(
+                    &node_labels(node_error_ratio),
                     (e.watts - measured).abs() / measured,
-                ));
+                );
             }
         }
-        for s in &e.shares {
-            let id = Bytes::copy_from_slice(s.container_id.as_bytes());
-            let pod = Bytes::copy_from_slice(s.pod_uid.as_bytes());
-            for (part, watts) in [(&idle, s.idle_watts), (&dynamic, s.dynamic_watts)] {
-                out.push(one(
-                    vec![
-                        Label::new("__name__", container_power.clone()),
-                        Label::new(label::COMPONENT, part.clone()),
-                        Label::new(label::CONTAINER_ID, id.clone()),
-                        Label::new(label::MODEL, model.clone()),
-                        Label::new(label::NODE, node.clone()),
-                        Label::new(label::POD_UID, pod.clone()),
-                    ],
-                    watts,
-                ));
+        emit(&node_labels(node_energy), joules.joules);
+        for (s, share_joules) in e.shares.iter().zip(&joules.shares) {
+            let (id, pod) = (s.container_id.as_bytes(), s.pod_uid.as_bytes());
+            let parts = [
+                (idle, s.idle_watts, share_joules[0]),
+                (dynamic, s.dynamic_watts, share_joules[1]),
+            ];
+            for (part, watts, total) in parts {
+                for (metric, value) in [(container_power, watts), (container_energy, total)] {
+                    emit(
+                        &[
+                            (name, metric),
+                            (l_component, part),
+                            (l_container, id),
+                            (l_model, model),
+                            (l_node, node),
+                            (l_pod, pod),
+                        ],
+                        value,
+                    );
+                }
             }
         }
     }
-    out
 }

@@ -5,6 +5,7 @@
 pub mod attribution;
 pub mod campaign;
 pub mod endpoint;
+pub mod energy;
 pub mod estimate;
 pub mod http;
 pub mod model_registry;

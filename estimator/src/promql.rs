@@ -37,8 +37,24 @@ impl RangeSeries<'_> {
     }
 }
 
+/// A decoded answer: its series and the warnings the engine attached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded<'a> {
+    /// The series.
+    pub series: Vec<RangeSeries<'a>>,
+    /// `warnings` of the answer (Prometheus, Thanos, Mimir).
+    pub warnings: Vec<String>,
+}
+
 /// Decodes a `query_range` (matrix) or `query` (vector: one point per series) answer body.
 pub fn decode_matrix(body: &[u8]) -> anyhow::Result<Vec<RangeSeries<'_>>> {
+    decode_answer(body).map(|d| d.series)
+}
+
+/// [`decode_matrix`], keeping the answer's warnings. An answer flagged partial (VictoriaMetrics
+/// cluster's `isPartial`) is an error: some storage nodes did not answer, and a tick estimated
+/// from part of the fleet's data would be written once and never corrected.
+pub fn decode_answer(body: &[u8]) -> anyhow::Result<Decoded<'_>> {
     #[derive(Deserialize)]
     struct Answer<'a> {
         status: Cow<'a, str>,
@@ -48,6 +64,10 @@ pub fn decode_matrix(body: &[u8]) -> anyhow::Result<Vec<RangeSeries<'_>>> {
         error_type: Option<String>,
         #[serde(default)]
         error: Option<String>,
+        #[serde(default)]
+        warnings: Vec<String>,
+        #[serde(default, rename = "isPartial")]
+        is_partial: bool,
     }
     #[derive(Deserialize)]
     struct Data<'a> {
@@ -64,13 +84,68 @@ pub fn decode_matrix(body: &[u8]) -> anyhow::Result<Vec<RangeSeries<'_>>> {
             answer.error.unwrap_or_default()
         );
     }
+    if answer.is_partial {
+        return Err(QueryFailure::Partial(answer.warnings.join("; ")).into());
+    }
     let data = answer.data.context("PromQL answer without data")?;
     anyhow::ensure!(
         data.result_type == "matrix" || data.result_type == "vector",
         "expected a matrix or vector answer, got {}",
         data.result_type
     );
-    Ok(data.result)
+    Ok(Decoded {
+        series: data.result,
+        warnings: answer.warnings,
+    })
+}
+
+/// Why a query failed, as far as the caller can act on it.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryFailure {
+    /// The engine answered with an HTTP error status.
+    #[error("PromQL request answered HTTP {status}: {detail}")]
+    Status {
+        /// HTTP status code.
+        status: u16,
+        /// The engine's error text.
+        detail: String,
+    },
+    /// The request timed out (ours or the engine's `timeout`).
+    #[error("PromQL request timed out: {0}")]
+    Timeout(String),
+    /// The engine could not be reached.
+    #[error("querying {0}")]
+    Network(String),
+    /// The engine answered from part of its stores only.
+    #[error("partial PromQL answer refused: {0}")]
+    Partial(String),
+}
+
+impl QueryFailure {
+    /// The `outcome` label of the query counter.
+    pub fn outcome(&self) -> String {
+        match self {
+            QueryFailure::Status { status, .. } => format!("http_{status}"),
+            QueryFailure::Timeout(_) => "timeout".into(),
+            QueryFailure::Network(_) => "network_error".into(),
+            QueryFailure::Partial(_) => "partial".into(),
+        }
+    }
+
+    /// Whether asking for fewer ticks at once may succeed: the engine refused the amount of work
+    /// (Prometheus/Mimir 422 "too many samples", limits, timeouts), not the query itself.
+    pub fn is_too_big(&self) -> bool {
+        match self {
+            QueryFailure::Status { status, .. } => *status == 422 || *status == 413,
+            QueryFailure::Timeout(_) => true,
+            QueryFailure::Network(_) | QueryFailure::Partial(_) => false,
+        }
+    }
+
+    /// The failure inside an error chain, if the chain holds one.
+    pub fn of(e: &anyhow::Error) -> Option<&QueryFailure> {
+        e.chain().find_map(|c| c.downcast_ref::<QueryFailure>())
+    }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for RangeSeries<'a> {
@@ -190,10 +265,51 @@ pub fn parse_value(text: &str) -> Result<f64, String> {
         .map_err(|_| format!("sample value {text:?} is not a number"))
 }
 
+/// Which implementation of the query API is behind the URL: they differ in when fresh samples
+/// become visible and in the request parameters that make them answer completely or fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Engine {
+    /// Prometheus (also a Prometheus-compatible agent-less server).
+    #[default]
+    Prometheus,
+    /// Thanos Query (partial responses turned off per request).
+    Thanos,
+    /// Grafana Mimir (or Cortex) query frontend.
+    Mimir,
+    /// VictoriaMetrics single-node or vmselect (`-search.latencyOffset` hides the newest 30 s by
+    /// default; its rollup cache is bypassed so backfilled data is seen).
+    #[value(name = "victoriametrics")]
+    VictoriaMetrics,
+}
+
+impl Engine {
+    /// Default `--delay`: how long after a tick its data are queryable.
+    pub fn default_delay(self) -> Duration {
+        match self {
+            Engine::Prometheus => Duration::from_secs(2),
+            // Sidecar/receive paths and the frontend's result cache add a little.
+            Engine::Thanos | Engine::Mimir => Duration::from_secs(5),
+            // -search.latencyOffset defaults to 30s.
+            Engine::VictoriaMetrics => Duration::from_secs(32),
+        }
+    }
+
+    /// Extra request parameters that make the engine answer completely or fail.
+    fn parameters(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Engine::Prometheus | Engine::Mimir => &[],
+            Engine::Thanos => &[("partial_response", "false")],
+            Engine::VictoriaMetrics => &[("nocache", "1"), ("deny_partial_response", "1")],
+        }
+    }
+}
+
 /// A Prometheus query API.
 #[derive(Debug, Clone)]
 pub struct Prometheus {
     endpoint: Endpoint,
+    engine: Engine,
+    server_timeout: Option<Duration>,
 }
 
 /// A raw answer body and how long the request took.
@@ -208,7 +324,23 @@ pub struct Answer {
 impl Prometheus {
     /// The API under `endpoint.url` (the server root, e.g. `http://prometheus:9090`).
     pub fn new(endpoint: Endpoint) -> Prometheus {
-        Prometheus { endpoint }
+        Prometheus::of_engine(endpoint, Engine::Prometheus)
+    }
+
+    /// The API under `endpoint.url`, served by `engine`.
+    pub fn of_engine(endpoint: Endpoint, engine: Engine) -> Prometheus {
+        Prometheus {
+            endpoint,
+            engine,
+            server_timeout: None,
+        }
+    }
+
+    /// Also asks the engine to give up on a query after `timeout` (the `timeout` parameter), so it
+    /// does not go on working for a client that stopped waiting.
+    pub fn with_server_timeout(mut self, timeout: Duration) -> Prometheus {
+        self.server_timeout = Some(timeout);
+        self
     }
 
     /// `query_range` from `start` to `end` (ms, inclusive) every `step`. Returns the raw body, to
@@ -240,30 +372,55 @@ impl Prometheus {
 
     async fn post(&self, api: &str, form: &[(&str, String)]) -> anyhow::Result<Answer> {
         let started = Instant::now();
+        let mut form: Vec<(&str, String)> = form.to_vec();
+        form.extend(
+            self.engine
+                .parameters()
+                .iter()
+                .map(|(k, v)| (*k, v.to_string())),
+        );
+        if let Some(timeout) = self.server_timeout {
+            // The engine stops working on a query we no longer wait for.
+            form.push(("timeout", format!("{}ms", timeout.as_millis())));
+        }
         // POST: the queries are long and GET URLs have length limits in proxies.
         let request = self
             .endpoint
             .client
             .post(format!("{}/api/v1/{api}", self.endpoint.url))
-            .form(form);
+            .form(&form);
+        let transport = |e: reqwest::Error| {
+            let text = format!("{}: {e}", self.endpoint.url);
+            if e.is_timeout() {
+                QueryFailure::Timeout(text)
+            } else {
+                QueryFailure::Network(text)
+            }
+        };
         let response = self
             .endpoint
             .authorise(request)?
             .send()
             .await
-            .with_context(|| format!("querying {}", self.endpoint.url))?;
+            .map_err(transport)?;
         let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .context("reading the PromQL answer")?;
+        let body = response.bytes().await.map_err(transport)?;
         if !status.is_success() {
-            // Prometheus answers 400/422 with a JSON error that names the problem.
+            // Prometheus answers 400/422/503 with a JSON error that names the problem.
             let detail = match decode_matrix(&body) {
                 Err(e) if body.starts_with(b"{") => format!("{e:#}"),
                 _ => String::from_utf8_lossy(&body).chars().take(300).collect(),
             };
-            anyhow::bail!("PromQL request answered HTTP {status}: {detail}");
+            let timeout = body.windows(16).any(|w| w == b"\"errorType\":\"tim");
+            return Err(if timeout {
+                QueryFailure::Timeout(detail)
+            } else {
+                QueryFailure::Status {
+                    status: status.as_u16(),
+                    detail,
+                }
+            }
+            .into());
         }
         Ok(Answer {
             body: body.to_vec(),
@@ -310,6 +467,30 @@ mod tests {
         assert!(decode_matrix(scalar).is_err());
         let vector = br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[2.5,"7"]}]}}"#;
         assert_eq!(decode_matrix(vector).unwrap()[0].points, [(2500, 7.0)]);
+    }
+
+    #[test]
+    fn warnings_are_kept_and_partial_answers_refused() {
+        let warned = br#"{"status":"success","warnings":["store 10.0.0.3 unreachable"],
+            "data":{"resultType":"matrix","result":[]}}"#;
+        assert_eq!(
+            decode_answer(warned).unwrap().warnings,
+            ["store 10.0.0.3 unreachable"]
+        );
+        let partial =
+            br#"{"status":"success","isPartial":true,"data":{"resultType":"matrix","result":[]}}"#;
+        let e = decode_answer(partial).unwrap_err();
+        assert_eq!(QueryFailure::of(&e).unwrap().outcome(), "partial");
+        let too_big = QueryFailure::Status {
+            status: 422,
+            detail: "query processing would load too many samples".into(),
+        };
+        assert!(too_big.is_too_big() && too_big.outcome() == "http_422");
+        let unavailable = QueryFailure::Status {
+            status: 503,
+            detail: String::new(),
+        };
+        assert!(!unavailable.is_too_big());
     }
 
     #[test]

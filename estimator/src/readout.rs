@@ -182,39 +182,76 @@ fn tagged(expr: &str, feature: &str) -> String {
     )
 }
 
+/// The cheap query that lists the nodes with data over the `span` that ends at its evaluation
+/// time: one series per node (its idle CPU time), whatever the number of containers.
+pub fn node_list_query(span: Duration) -> String {
+    format!(
+        "group by (node) (last_over_time({}{{mode=\"idle\"}}[{}ms]))",
+        n::CPU_SECONDS_TOTAL,
+        span.as_millis().max(1)
+    )
+}
+
+/// A matcher selecting exactly `nodes`: `node=~"a|b\\.c"` (regex metacharacters escaped, so
+/// names are matched literally; Prometheus turns such alternations into set lookups).
+pub fn node_matcher(nodes: &[&str]) -> String {
+    let mut out = String::from("node=~\"");
+    for (i, node) in nodes.iter().enumerate() {
+        if i > 0 {
+            out.push('|');
+        }
+        for ch in node.chars() {
+            if ch == '\\' {
+                out.push_str("\\\\\\");
+            } else if ".+*?()|[]{}^$".contains(ch) {
+                // A regex escape, itself escaped for the PromQL string.
+                out.push_str("\\\\");
+            } else if ch == '"' {
+                out.push('\\');
+            }
+            out.push(ch);
+        }
+    }
+    out.push('"');
+    out
+}
+
 impl QuerySet {
     /// Queries for `node_features` (node level) and `container_features` (container level, plus
     /// process counts), with counters' rates over `window`; `label_keys` are the node labels
-    /// model selectors match on.
+    /// model selectors match on. `matcher` (empty: none) is added to every selector: it is how a
+    /// shard reads only its own nodes.
     pub fn new(
         node_features: &[Feature],
         container_features: &[Feature],
         window: Duration,
         label_keys: &[String],
+        matcher: &str,
     ) -> QuerySet {
         let w = format!("{}ms", window.as_millis());
+        let m = matcher;
         // A node with several meters (e.g. a USB meter and a smart plug) is measured by each:
         // `max` keeps one reading instead of adding them up.
         let meter = tagged(
             &format!(
                 "max by (node) (last_over_time({}[{w}]))",
-                meter::POWER_WATTS
+                selector(meter::POWER_WATTS, &[m])
             ),
             METER_WATTS,
         );
         let node = node_features
             .iter()
-            .map(|f| tagged(&node_expr(*f, &w), f.column()))
+            .map(|f| tagged(&node_expr_matching(*f, &w, m), f.column()))
             .chain(std::iter::once(meter))
             .collect::<Vec<_>>()
             .join(" or ");
         let container = container_features
             .iter()
-            .filter_map(|f| Some(tagged(&container_expr(*f, &w)?, f.column())))
+            .filter_map(|f| Some(tagged(&container_expr_matching(*f, &w, m)?, f.column())))
             .chain(std::iter::once(tagged(
                 &format!(
                     "max by ({CONTAINER_KEYS}) (last_over_time({}[{w}]))",
-                    c::PROCESSES
+                    selector(c::PROCESSES, &[m])
                 ),
                 PROCESSES,
             )))
@@ -224,7 +261,7 @@ impl QuerySet {
             format!(
                 "max by (node, {}) (last_over_time({}[{w}]))",
                 label_keys.join(", "),
-                n::CPUS
+                selector(n::CPUS, &[m])
             )
         });
         QuerySet {
@@ -235,6 +272,11 @@ impl QuerySet {
     }
 }
 
+/// Maps hashed once or more per answer series (hundreds of thousands per tick): SipHash of a
+/// 64-character container id was a large part of assembling a tick. Keys come from our own
+/// Prometheus, and foldhash's random seed still spreads them per process.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// A container's features and process count per tick slot (`None`: no data at that tick).
 type ContainerSlots = Vec<Option<(FeatureValues, Option<f64>)>>;
 
@@ -244,7 +286,7 @@ struct NodeAcc<'a> {
     features: Vec<Option<FeatureValues>>,
     meter: Vec<Option<f64>>,
     // Keys borrow from the answer body: no allocation per series.
-    containers: HashMap<(&'a str, &'a str), ContainerSlots>,
+    containers: FastMap<(&'a str, &'a str), ContainerSlots>,
 }
 
 /// Turns the answers of one range query set into per-tick data, keeping only this shard's nodes.
@@ -263,7 +305,7 @@ pub fn assemble<'a>(
         (d >= 0 && d % step_ms == 0 && ((d / step_ms) as usize) < tick_count)
             .then_some((d / step_ms) as usize)
     };
-    let mut nodes: HashMap<&str, NodeAcc> = HashMap::new();
+    let mut nodes: FastMap<&str, NodeAcc> = FastMap::default();
     let acc = |name: &'a str| -> Option<&'a str> { shard.owns(name).then_some(name) };
     for s in node {
         let Some(name) = acc(s.label(label::NODE)) else {
@@ -384,7 +426,13 @@ mod tests {
 
     #[test]
     fn one_query_per_level_whatever_the_feature_count() {
-        let q = QuerySet::new(&Feature::ALL, &Feature::ALL, Duration::from_secs(5), &[]);
+        let q = QuerySet::new(
+            &Feature::ALL,
+            &Feature::ALL,
+            Duration::from_secs(5),
+            &[],
+            "",
+        );
         // Every feature plus the meter reading.
         assert_eq!(q.node.matches(" or ").count(), Feature::ALL.len());
         // Frequency is node-level only; processes are added.
@@ -394,9 +442,28 @@ mod tests {
             .contains("rate(greenpipe_node_cpu_seconds_total{mode!~"));
         assert!(q.container.contains("\"processes\""));
         assert!(q.node_labels.is_none());
-        let q = QuerySet::new(&[], &[], Duration::from_secs(5), &["board".into()]);
+        let q = QuerySet::new(&[], &[], Duration::from_secs(5), &["board".into()], "");
         assert!(q.node.contains("greenpipe_meter_power_watts"));
         assert!(q.node_labels.unwrap().contains("max by (node, board)"));
+    }
+
+    #[test]
+    fn a_shard_matcher_reaches_every_selector() {
+        let m = node_matcher(&["pi-1", "edge.a\"b"]);
+        assert_eq!(m, r#"node=~"pi-1|edge\\.a\"b""#);
+        let q = QuerySet::new(
+            &Feature::ALL,
+            &Feature::ALL,
+            Duration::from_secs(5),
+            &["board".into()],
+            &m,
+        );
+        for text in [&q.node, &q.container, q.node_labels.as_ref().unwrap()] {
+            // Every metric name in the text is followed by a selector holding the matcher.
+            let names = text.matches("greenpipe_").count();
+            assert_eq!(text.matches(m.as_str()).count(), names, "{text}");
+        }
+        assert!(node_list_query(Duration::from_secs(65)).contains("[65000ms]"));
     }
 
     #[test]

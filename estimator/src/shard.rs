@@ -1,5 +1,10 @@
 //! `--shard i/n`: replicas split the fleet by a stable hash of the node name, so each node is
 //! estimated by exactly one replica and the split does not change between releases.
+//!
+//! The hash is Prometheus' `hashmod` relabel action on the node name (the last 8 bytes of its
+//! MD5 as a big-endian integer, modulo n). A Prometheus server sharded with
+//! `source_labels: [node]`, `modulus: n`, `action: hashmod` therefore holds exactly the nodes of
+//! the replica with the same index, and a `shard` label added by that rule selects them.
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,15 +24,22 @@ impl Shard {
 
     /// Whether this shard estimates `node`.
     pub fn owns(&self, node: &str) -> bool {
-        self.count <= 1 || fnv1a(node.as_bytes()) % u64::from(self.count) == u64::from(self.index)
+        self.count <= 1 || hashmod(node, self.count) == self.index
+    }
+
+    /// Whether this replica estimates part of the fleet only.
+    pub fn is_partial(&self) -> bool {
+        self.count > 1
     }
 }
 
-/// FNV-1a, 64 bit: tiny, fixed by its specification (std's hasher may change between releases).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
+/// Prometheus' `hashmod` of one label value (`relabel.go`: `sum64(md5(value)) % modulus`).
+pub fn hashmod(value: &str, modulus: u32) -> u32 {
+    let digest = md5::compute(value.as_bytes());
+    let low: [u8; 8] = digest.0[8..]
+        .try_into()
+        .expect("an MD5 digest has 16 bytes");
+    (u64::from_be_bytes(low) % u64::from(modulus.max(1))) as u32
 }
 
 impl FromStr for Shard {
@@ -74,7 +86,10 @@ mod tests {
             per_shard[owners[0]] += 1;
         }
         assert!(per_shard.iter().all(|n| *n > 800), "{per_shard:?}");
-        // FNV-1a of "a" is fixed by the spec: the split is stable across releases.
-        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        // MD5("a") = 0cc175b9c0f1b6a8 31c399e269772661: the split is fixed by the spec.
+        assert_eq!(
+            hashmod("a", u32::MAX),
+            (0x31c3_99e2_6977_2661u64 % 0xffff_ffff) as u32
+        );
     }
 }

@@ -22,6 +22,8 @@ pub struct Telemetry {
     pub last_tick: Gauge,
     /// PromQL requests by query and outcome.
     pub queries: IntCounterVec,
+    /// Warnings in successful PromQL answers, by query.
+    pub query_warnings: IntCounterVec,
     /// PromQL request durations by query.
     pub query_duration: HistogramVec,
     /// Samples accepted by the receiver.
@@ -102,8 +104,14 @@ impl Telemetry {
         registry
             .register(Box::new(model_reload_success.clone()))
             .expect("unique metric");
+        let model_reloads = counter_vec(&c::MODEL_RELOADS_TOTAL);
+        // Both outcomes exist from the start, so increase() over them is 0 rather than empty
+        // until the first reload.
+        for outcome in ["applied", "refused"] {
+            model_reloads.with_label_values(&[outcome]);
+        }
         Telemetry {
-            model_reloads: counter_vec(&c::MODEL_RELOADS_TOTAL),
+            model_reloads,
             model_reload_success,
             ticks: counter(&c::TICKS_TOTAL),
             ticks_backfilled: counter(&c::TICKS_BACKFILLED_TOTAL),
@@ -111,6 +119,7 @@ impl Telemetry {
             lag_seconds: gauge(&c::LAG_SECONDS),
             last_tick: gauge(&c::LAST_TICK_TIMESTAMP_SECONDS),
             queries: counter_vec(&c::QUERIES_TOTAL),
+            query_warnings: counter_vec(&c::QUERY_WARNINGS_TOTAL),
             query_duration,
             samples_written: counter(&c::SAMPLES_WRITTEN_TOTAL),
             samples_retried: counter(&c::SAMPLES_RETRIED_TOTAL),
@@ -150,6 +159,7 @@ mod contract_tests {
         let t = Telemetry::new();
         // A vec family is encoded only once it has a series.
         t.queries.with_label_values(&["q", "ok"]).inc();
+        t.query_warnings.with_label_values(&["q"]).inc();
         t.query_duration.with_label_values(&["q"]).observe(0.1);
         t.samples_dropped.with_label_values(&["http_400"]).inc();
         t.remote_write_requests.with_label_values(&["200"]).inc();
@@ -173,6 +183,6 @@ mod contract_tests {
             }
         }
         // Every family of the estimator's own /metrics (contract::estimator) was seen.
-        assert_eq!(seen, 16, "{text}");
+        assert_eq!(seen, 17, "{text}");
     }
 }

@@ -33,6 +33,9 @@ pub struct Cli {
     /// Path under which to expose metrics [default: /metrics].
     #[arg(long = "web.telemetry-path")]
     pub telemetry_path: Option<String>,
+    /// exporter-toolkit web config (TLS, client certificates, basic auth; YAML).
+    #[arg(long = "web.config.file")]
+    pub web_config_file: Option<PathBuf>,
     /// procfs mount point [default: /proc].
     #[arg(long = "path.procfs")]
     pub procfs: Option<PathBuf>,
@@ -122,6 +125,8 @@ pub struct WebFile {
     pub listen_address: Option<String>,
     /// Telemetry path.
     pub telemetry_path: Option<String>,
+    /// exporter-toolkit web config file.
+    pub config_file: Option<PathBuf>,
 }
 
 /// `[paths]`.
@@ -160,6 +165,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Path of the metrics endpoint.
     pub telemetry_path: String,
+    /// `--web.config.file`.
+    pub web_config_file: Option<PathBuf>,
     /// Value of the `node` label.
     pub node_name: String,
     /// Sampling interval.
@@ -188,6 +195,7 @@ impl Config {
         Config {
             listen: "127.0.0.1:0".parse().expect("valid literal"),
             telemetry_path: "/metrics".into(),
+            web_config_file: None,
             node_name: node_name.into(),
             interval: Duration::from_secs(1),
             paths,
@@ -379,6 +387,7 @@ fn merge(
     Ok(Config {
         listen,
         telemetry_path,
+        web_config_file: cli.web_config_file.or(file.web.config_file),
         node_name,
         interval,
         paths,

@@ -36,6 +36,8 @@ fn run() -> anyhow::Result<()> {
 fn serve(config: Config) -> anyhow::Result<()> {
     let listen = config.listen;
     let path = config.telemetry_path.clone();
+    // Read before anything starts: a bad web config or certificate is a start-up error.
+    let web = greenpipe_web::load(config.web_config_file.as_deref())?;
     info!(node = %config.node_name, collectors = ?config.collectors, interval = ?config.interval, "starting");
     let sampler = Sampler::new(config)?;
     let shared = Arc::new(RwLock::new(Published::default()));
@@ -57,10 +59,7 @@ fn serve(config: Config) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on {listen}"))?;
         info!(address = %listener.local_addr()?, %path, "serving metrics");
-        axum::serve(listener, http::app(shared, &path))
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .context("HTTP server")
+        greenpipe_web::serve(listener, http::app(shared, &path), web, shutdown_signal()).await
     })?;
     stop.store(true, Ordering::Relaxed);
     let _ = sampler_thread.join();

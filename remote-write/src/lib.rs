@@ -8,8 +8,10 @@
 
 pub mod proto;
 pub mod wire;
+pub mod writer;
 
 pub use proto::{Label, Sample, TimeSeries, WriteRequest};
+pub use writer::{BatchWriter, EncodedBatch};
 
 use prost::Message;
 
@@ -83,14 +85,29 @@ pub fn batches(series: Vec<TimeSeries>, limits: BatchLimits) -> Vec<Vec<TimeSeri
 
 /// The request body: protobuf, then raw snappy.
 pub fn encode(series: Vec<TimeSeries>) -> Vec<u8> {
-    let raw = wire::encode_request(&series);
+    compress(&wire::encode_request(&series))
+}
+
+/// Raw (block) snappy of a protobuf body.
+pub fn compress(protobuf: &[u8]) -> Vec<u8> {
     snap::raw::Encoder::new()
-        .compress_vec(&raw)
+        .compress_vec(protobuf)
         .expect("snappy accepts any input below 4 GiB")
 }
 
+/// Why a request body could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The body is not raw (block-format) snappy.
+    #[error("remote-write body is not raw snappy: {0}")]
+    Snappy(#[from] snap::Error),
+    /// The decompressed body is not a `prometheus.WriteRequest`.
+    #[error("remote-write body is not a WriteRequest protobuf: {0}")]
+    Protobuf(#[from] prost::DecodeError),
+}
+
 /// Decodes a request body (for receivers in tests, and to inspect what was sent).
-pub fn decode(body: &[u8]) -> anyhow::Result<WriteRequest> {
+pub fn decode(body: &[u8]) -> Result<WriteRequest, DecodeError> {
     let raw = snap::raw::Decoder::new().decompress_vec(body)?;
     Ok(WriteRequest::decode(raw.as_slice())?)
 }
@@ -158,5 +175,17 @@ mod tests {
         assert_eq!(decode(&body).unwrap().timeseries, input);
         // Raw snappy, not the framed format (which starts with a stream identifier chunk).
         assert_ne!(body[0], 0xff);
+    }
+
+    #[test]
+    fn bodies_that_are_not_snappy_or_not_a_write_request_say_which() {
+        let not_snappy = decode(b"\xff\xff\xff\xff\xff").unwrap_err();
+        assert!(matches!(not_snappy, DecodeError::Snappy(_)), "{not_snappy}");
+        let not_protobuf = snap::raw::Encoder::new()
+            .compress_vec(b"\x0a\xff\xff\xff")
+            .unwrap();
+        let err = decode(&not_protobuf).unwrap_err();
+        assert!(matches!(err, DecodeError::Protobuf(_)), "{err}");
+        assert!(err.to_string().contains("WriteRequest"), "{err}");
     }
 }

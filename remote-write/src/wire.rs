@@ -5,7 +5,7 @@
 
 use super::proto::{Label, Sample, TimeSeries};
 
-fn varint_len(mut v: u64) -> usize {
+pub(crate) fn varint_len(mut v: u64) -> usize {
     let mut n = 1;
     while v >= 0x80 {
         v >>= 7;
@@ -14,7 +14,7 @@ fn varint_len(mut v: u64) -> usize {
     n
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -23,25 +23,48 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Length of a length-delimited field (key + length + body) with a body of `len` bytes.
-fn field_len(len: usize) -> usize {
+pub(crate) fn field_len(len: usize) -> usize {
     1 + varint_len(len as u64) + len
 }
 
 fn label_len(l: &Label) -> usize {
-    let name = if l.name.is_empty() {
-        0
-    } else {
-        field_len(l.name.len())
-    };
-    let value = if l.value.is_empty() {
-        0
-    } else {
-        field_len(l.value.len())
-    };
-    name + value
+    label_body_len(&l.name, &l.value)
 }
 
-fn sample_len(s: &Sample) -> usize {
+/// Encoded length of a `Label` body with this name and value (empty fields are not written).
+pub(crate) fn label_body_len(name: &[u8], value: &[u8]) -> usize {
+    let field = |b: &[u8]| if b.is_empty() { 0 } else { field_len(b.len()) };
+    field(name) + field(value)
+}
+
+/// Appends one sample message (key, length, body).
+pub(crate) fn put_sample(out: &mut Vec<u8>, s: &Sample) {
+    out.push(0x12); // field 2 (samples)
+    put_varint(out, sample_len(s) as u64);
+    if s.value != 0.0 {
+        out.push(0x09); // field 1 (value), 64-bit
+        out.extend_from_slice(&s.value.to_le_bytes());
+    }
+    if s.timestamp != 0 {
+        out.push(0x10); // field 2 (timestamp), varint
+        put_varint(out, s.timestamp as u64);
+    }
+}
+
+/// Appends one label message (key, length, body).
+pub(crate) fn put_label(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.push(0x0a); // field 1 (labels)
+    put_varint(out, label_body_len(name, value) as u64);
+    for (key, bytes) in [(0x0a, name), (0x12, value)] {
+        if !bytes.is_empty() {
+            out.push(key);
+            put_varint(out, bytes.len() as u64);
+            out.extend_from_slice(bytes);
+        }
+    }
+}
+
+pub(crate) fn sample_len(s: &Sample) -> usize {
     let value = if s.value != 0.0 { 9 } else { 0 };
     let ts = if s.timestamp != 0 {
         1 + varint_len(s.timestamp as u64)
@@ -71,27 +94,10 @@ pub fn encode_request(series: &[TimeSeries]) -> Vec<u8> {
         out.push(0x0a); // field 1 (timeseries), length-delimited
         put_varint(&mut out, len as u64);
         for l in &ts.labels {
-            out.push(0x0a); // field 1 (labels)
-            put_varint(&mut out, label_len(l) as u64);
-            for (key, bytes) in [(0x0a, &l.name), (0x12, &l.value)] {
-                if !bytes.is_empty() {
-                    out.push(key);
-                    put_varint(&mut out, bytes.len() as u64);
-                    out.extend_from_slice(bytes);
-                }
-            }
+            put_label(&mut out, &l.name, &l.value);
         }
         for s in &ts.samples {
-            out.push(0x12); // field 2 (samples)
-            put_varint(&mut out, sample_len(s) as u64);
-            if s.value != 0.0 {
-                out.push(0x09); // field 1 (value), 64-bit
-                out.extend_from_slice(&s.value.to_le_bytes());
-            }
-            if s.timestamp != 0 {
-                out.push(0x10); // field 2 (timestamp), varint
-                put_varint(&mut out, s.timestamp as u64);
-            }
+            put_sample(&mut out, s);
         }
     }
     out

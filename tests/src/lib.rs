@@ -7,6 +7,7 @@
 pub mod cgroup;
 pub mod closed_loop_meter;
 pub mod control_plane;
+pub mod pki;
 pub mod scrape;
 
 use std::net::TcpListener;
@@ -26,6 +27,19 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("binding an ephemeral loopback port")
+}
+
+/// Sum of the series of `name` on the `/metrics` page at `url` whose label text contains
+/// `labels` (0 when absent or unreachable).
+pub fn self_metric(url: &str, name: &str, labels: &str) -> f64 {
+    let text = reqwest::blocking::get(url)
+        .and_then(|r| r.text())
+        .unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter(|l| l.contains(labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// Polls `f` every 100 ms until it returns `Some` or `timeout` passes.
@@ -98,6 +112,23 @@ pub fn workspace_root() -> PathBuf {
         .parent()
         .expect("tests/ sits in the workspace root")
         .to_path_buf()
+}
+
+/// Starts `greenpipe-exporter` for `node` on a free loopback port, collecting every 500 ms, with
+/// `extra` flags; returns its guard and its `/metrics` URL.
+pub fn start_exporter(node: &str, extra: &[&str]) -> (Guard, String) {
+    let port = free_port();
+    let child = Command::new(workspace_binary("greenpipe-exporter"))
+        .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
+        .args(["--node-name", node, "--collection.interval", "500ms"])
+        .args(extra)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting the exporter");
+    (
+        Guard::new("exporter", child),
+        format!("http://127.0.0.1:{port}/metrics"),
+    )
 }
 
 /// A child process killed (SIGTERM, then SIGKILL) when dropped.
@@ -440,44 +471,70 @@ pub struct VictoriaMetrics {
     pub url: String,
     /// Data directory.
     pub dir: tempfile::TempDir,
-    _guard: Guard,
+    port: u16,
+    latency_offset: Option<String>,
+    guard: Option<Guard>,
 }
 
 impl VictoriaMetrics {
     /// Starts it and waits until it answers.
     pub fn start() -> anyhow::Result<VictoriaMetrics> {
-        let dir = tempfile::tempdir()?;
+        VictoriaMetrics::start_with_latency_offset(Some("0s"))
+    }
+
+    /// Starts it with `-search.latencyOffset` (`None`: VictoriaMetrics' default, 30 s).
+    pub fn start_with_latency_offset(offset: Option<&str>) -> anyhow::Result<VictoriaMetrics> {
         let port = free_port();
-        let log = std::fs::File::create(dir.path().join("victoria-metrics.log"))?;
-        let child = Command::new("victoria-metrics")
-            .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+        let mut vm = VictoriaMetrics {
+            url: format!("http://127.0.0.1:{port}"),
+            dir: tempfile::tempdir()?,
+            port,
+            latency_offset: offset.map(str::to_string),
+            guard: None,
+        };
+        vm.spawn()?;
+        Ok(vm)
+    }
+
+    /// Starts (or restarts, keeping the data) the server process.
+    pub fn spawn(&mut self) -> anyhow::Result<()> {
+        let log = std::fs::File::create(self.dir.path().join("victoria-metrics.log"))?;
+        let mut command = Command::new("victoria-metrics");
+        command
+            .arg(format!("-httpListenAddr=127.0.0.1:{}", self.port))
             .arg(format!(
                 "-storageDataPath={}",
-                dir.path().join("data").display()
+                self.dir.path().join("data").display()
             ))
-            .arg("-search.latencyOffset=0s")
-            .arg("-retentionPeriod=1d")
+            .arg("-retentionPeriod=1d");
+        if let Some(offset) = &self.latency_offset {
+            command.arg(format!("-search.latencyOffset={offset}"));
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .context("starting victoria-metrics (is Debian's `victoria-metrics` installed? scripts/setup.sh)")?;
-        let guard = Guard::new("victoria-metrics", child);
-        let url = format!("http://127.0.0.1:{port}");
+        self.guard = Some(Guard::new("victoria-metrics", child));
+        let url = self.url.clone();
         let ready = wait_for(Duration::from_secs(30), || {
             reqwest::blocking::get(format!("{url}/health"))
                 .ok()
                 .filter(|r| r.status().is_success())
         });
         if ready.is_none() {
-            let log = std::fs::read_to_string(dir.path().join("victoria-metrics.log"))
+            let log = std::fs::read_to_string(self.dir.path().join("victoria-metrics.log"))
                 .unwrap_or_default();
             bail!("victoria-metrics did not become ready on {url}:\n{log}");
         }
-        Ok(VictoriaMetrics {
-            url,
-            dir,
-            _guard: guard,
-        })
+        Ok(())
+    }
+
+    /// Stops the server (SIGTERM), keeping its data for a later [`VictoriaMetrics::spawn`].
+    pub fn stop(&mut self) {
+        if let Some(mut g) = self.guard.take() {
+            g.terminate();
+        }
     }
 
     /// Remote-write endpoint URL.

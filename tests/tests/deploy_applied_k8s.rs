@@ -18,8 +18,10 @@ use greenpipe_tests::control_plane::{run_ok, ControlPlane};
 use greenpipe_tests::{wait_for, workspace_root};
 use serde_json::{json, Value};
 
-/// The Prometheus Operator CRDs (v0.85.0, from its Go module's example/prometheus-operator-crd)
-/// for the overlays that use PodMonitor, ServiceMonitor and PrometheusRule.
+/// The CRDs the overlays' kinds need: the Prometheus Operator's (v0.85.0, from its Go module's
+/// example/prometheus-operator-crd) for PodMonitor, ServiceMonitor and PrometheusRule, and
+/// cert-manager's (v1.17.1, from its Go module's deploy/crds via
+/// scripts/vendor-cert-manager-crds.sh) for the TLS overlay's Issuers and Certificates.
 fn crd_files() -> Vec<PathBuf> {
     let dir = workspace_root().join("tests/control-plane/crds");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)

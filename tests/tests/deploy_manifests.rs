@@ -306,3 +306,99 @@ fn dashboard_expressions_parse() {
     let out = run(Command::new("promtool").args(["check", "rules"]).arg(&path));
     assert!(out.status.success(), "{}", text(&out));
 }
+
+#[test]
+fn tls_overlay_configs_check_with_promtool_and_the_web_config_parser() {
+    // Prometheus' scrape config with tls_config/basic_auth: promtool checks that the files it
+    // names exist, so they are pointed at empty stand-ins of the mounted Secrets.
+    let tmp = tempfile::tempdir().unwrap();
+    let overlay = workspace_root().join("deploy/overlays/tls");
+    let converted = tmp.path().join("converted.yml");
+    let out = check_deploy(&[
+        "promconfig",
+        overlay.join("prometheus.yml").to_str().unwrap(),
+        converted.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let root = tmp.path().join("etc");
+    for f in [
+        "scraper-tls/ca.crt",
+        "scraper-tls/tls.crt",
+        "scraper-tls/tls.key",
+        "secrets/scraper-password",
+    ] {
+        let p = root.join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "").unwrap();
+    }
+    let config = std::fs::read_to_string(&converted)
+        .unwrap()
+        .replace("/etc/prometheus/", &format!("{}/", root.display()));
+    assert!(config.contains("tls_config") && config.contains("password_file"));
+    let checked = tmp.path().join("prometheus.yml");
+    std::fs::write(&checked, config).unwrap();
+    let out = run(Command::new("promtool")
+        .args(["check", "config"])
+        .arg(&checked));
+    assert!(out.status.success(), "{}", text(&out));
+    // The servers' web configs: exporter-toolkit's schema as greenpipe-web reads it.
+    for name in ["exporter.yml", "estimator.yml", "prometheus.yml"] {
+        let path = overlay.join("web-config").join(name);
+        let web = greenpipe_web::config::WebConfigFile::read(&path)
+            .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+        assert!(
+            web.tls_server_config
+                .as_ref()
+                .is_some_and(|t| t.is_enabled()),
+            "{name}: TLS"
+        );
+        for (user, hash) in web.users() {
+            assert!(
+                bcrypt::verify("fakepassword", &hash).is_ok(),
+                "{name}: {user}'s hash"
+            );
+        }
+    }
+}
+
+#[test]
+fn tls_overlay_network_policies_admit_only_the_intended_clients() {
+    let tmp = tempfile::tempdir().unwrap();
+    let built = build(&workspace_root().join("deploy/overlays/tls"), tmp.path());
+    let text = std::fs::read_to_string(built).unwrap();
+    let policies: Vec<&str> = text
+        .split("\n---\n")
+        .filter(|d| d.contains("kind: NetworkPolicy"))
+        .collect();
+    assert_eq!(policies.len(), 3, "{policies:?}");
+    let find = |target: &str| {
+        policies
+            .iter()
+            .find(|p| {
+                p.contains(&format!(
+                    "podSelector:\n    matchLabels:\n      app.kubernetes.io/name: {target}\n"
+                ))
+            })
+            .unwrap_or_else(|| panic!("no policy selects {target}"))
+    };
+    for (target, port, allowed) in [
+        ("greenpipe-exporter", "9910", &["prometheus"][..]),
+        ("greenpipe-estimator", "9911", &["prometheus"][..]),
+        (
+            "prometheus",
+            "9090",
+            &["greenpipe-estimator", "grafana"][..],
+        ),
+    ] {
+        let p = find(target);
+        assert!(p.contains(&format!("port: {port}")), "{target}: {p}");
+        let from: Vec<&str> = p
+            .lines()
+            .skip_while(|l| !l.contains("ingress:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  - ") || l.starts_with("    "))
+            .filter_map(|l| l.trim().strip_prefix("app.kubernetes.io/name: "))
+            .collect();
+        assert_eq!(from, allowed, "{target}");
+    }
+}

@@ -79,7 +79,12 @@ fn fleet() -> Vec<(&'static str, Option<f64>, f64, Vec<Ctr>)> {
 /// Feature series of the whole fleet from `from` to `to` (ms), one sample per second, as the
 /// exporter would produce them (idle CPU and the loopback device included, to be ignored).
 fn fleet_series(from: i64, to: i64) -> Vec<TimeSeries> {
-    let span = (from, to, 1000);
+    fleet_series_every(from, to, 1000)
+}
+
+/// [`fleet_series`] with one sample every `step_ms`.
+fn fleet_series_every(from: i64, to: i64, step_ms: i64) -> Vec<TimeSeries> {
+    let span = (from, to, step_ms);
     let mut out = Vec::new();
     for (node, cpu, net, containers) in fleet() {
         if let Some(cpu) = cpu {
@@ -220,13 +225,20 @@ fn start_estimator(
         format!("--prometheus-url={source}"),
         format!("--remote-write-url={remote_write_url}"),
         format!("--models={}", models.display()),
-        "--interval=1s".into(),
-        "--delay=1s".into(),
-        "--rate-window=5s".into(),
         "--remote-write.max-backoff=1s".into(),
         format!("--web.listen-address=127.0.0.1:{port}"),
         "--log.level=warn".into(),
     ];
+    // Defaults of these tests, unless the caller sets the flag (a caller's --interval keeps
+    // the estimator's own --rate-window default, which follows it).
+    let given = |flag: &str| extra.iter().any(|e| e.starts_with(flag));
+    for default in ["--interval=1s", "--delay=1s", "--rate-window=5s"] {
+        let flag = default.split('=').next().unwrap();
+        let follows_interval = flag == "--rate-window" && given("--interval");
+        if !(given(flag) || follows_interval) {
+            args.push(default.into());
+        }
+    }
     args.extend(extra.iter().map(|s| s.to_string()));
     let child = Command::new(workspace_binary("greenpipe-estimator"))
         .args(&args)
@@ -242,14 +254,7 @@ fn start_estimator(
 impl Estimator {
     /// Sum of a self metric's series whose label text contains `labels` (0 when absent).
     fn metric(&self, name: &str, labels: &str) -> f64 {
-        let text = reqwest::blocking::get(&self.metrics_url)
-            .and_then(|r| r.text())
-            .unwrap_or_default();
-        text.lines()
-            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-            .filter(|l| l.contains(labels))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        greenpipe_tests::self_metric(&self.metrics_url, name, labels)
     }
 }
 
@@ -292,6 +297,16 @@ fn node_power_ticks(base: &str, node: &str) -> Vec<(i64, f64)> {
 }
 
 fn check_balance_and_continuity(base: &str, node: &str, window: &str) -> Vec<i64> {
+    check_balance_and_continuity_every(base, node, window, 1000)
+}
+
+/// [`check_balance_and_continuity`] for ticks `step_ms` apart.
+fn check_balance_and_continuity_every(
+    base: &str,
+    node: &str,
+    window: &str,
+    step_ms: i64,
+) -> Vec<i64> {
     let nodes = raw_samples(
         base,
         &format!("{}{{node=\"{node}\"}}", estimate::NODE_POWER_WATTS),
@@ -307,7 +322,7 @@ fn check_balance_and_continuity(base: &str, node: &str, window: &str) -> Vec<i64
     for w in times.windows(2) {
         assert_eq!(
             w[1] - w[0],
-            1000,
+            step_ms,
             "gap or duplicate between ticks {} and {}",
             w[0],
             w[1]
@@ -332,6 +347,97 @@ fn check_balance_and_continuity(base: &str, node: &str, window: &str) -> Vec<i64
         );
     }
     times
+}
+
+/// An instant query at `time_ms`; the first sample's value.
+fn query_at(base: &str, promql: &str, time_ms: i64) -> Option<f64> {
+    let body: serde_json::Value = reqwest::blocking::Client::new()
+        .get(format!("{base}/api/v1/query"))
+        .query(&[
+            ("query", promql.to_string()),
+            ("time", format!("{}", time_ms as f64 / 1000.0)),
+        ])
+        .send()
+        .ok()?
+        .json()
+        .ok()?;
+    body["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+/// The energy counters of `node` (node and every container component): written at the same
+/// ticks as their power series, each tick adding exactly power x tick length (so they never go
+/// back, across restarts and outages included), and `increase()` over a window equal to the
+/// integral of power over that window, to within one tick's energy. Returns the node's counter
+/// samples.
+fn check_energy(base: &str, node: &str, window: &str, step_ms: i64) -> Vec<(i64, f64)> {
+    let step_s = step_ms as f64 / 1000.0;
+    let pairs = [
+        (
+            estimate::NODE_POWER_WATTS,
+            estimate::NODE_ENERGY_JOULES_TOTAL,
+        ),
+        (
+            estimate::CONTAINER_POWER_WATTS,
+            estimate::CONTAINER_ENERGY_JOULES_TOTAL,
+        ),
+    ];
+    let mut node_energy = Vec::new();
+    for (power, energy) in pairs {
+        let powers = raw_samples(base, &format!("{power}{{node=\"{node}\"}}"), window).unwrap();
+        let energies = raw_samples(base, &format!("{energy}{{node=\"{node}\"}}"), window).unwrap();
+        assert!(!powers.is_empty(), "{power} of {node}");
+        assert_eq!(powers.len(), energies.len(), "one {energy} per {power}");
+        for p in &powers {
+            let mut labels = p.labels.clone();
+            labels.insert("__name__".into(), energy.into());
+            let e = energies
+                .iter()
+                .find(|e| e.labels == labels)
+                .unwrap_or_else(|| panic!("no {energy} for {labels:?}"));
+            let watts: BTreeMap<i64, f64> = p.samples.iter().copied().collect();
+            let joules: BTreeMap<i64, f64> = e.samples.iter().copied().collect();
+            for w in e.samples.windows(2) {
+                let ((t0, e0), (t1, e1)) = (w[0], w[1]);
+                assert!(e1 >= e0, "{labels:?} went back at {t1}: {e0} -> {e1}");
+                if t1 - t0 == step_ms {
+                    let p1 = watts[&t1];
+                    assert!(
+                        (e1 - e0 - p1 * step_s).abs() <= 1e-9 * e1.max(1.0),
+                        "{labels:?} at {t1}: +{} J for {p1} W over {step_s} s",
+                        e1 - e0
+                    );
+                }
+            }
+            let common = watts.keys().filter(|t| joules.contains_key(t)).count();
+            assert!(common + 2 >= watts.len().min(joules.len()), "same ticks");
+            if power == estimate::NODE_POWER_WATTS {
+                node_energy = e.samples.clone();
+                // increase() over a third of the ticks (at least 4, at most 30), evaluated at
+                // ticks, against Σ power x step.
+                let ticks: Vec<i64> = p.samples.iter().map(|s| s.0).collect();
+                let span = step_ms * (ticks.len() as i64 / 3).clamp(4, 30);
+                let max_watts = watts.values().cloned().fold(0.0, f64::max);
+                let mut checked = 0;
+                for &t in ticks.iter().filter(|t| **t - span >= ticks[0]).step_by(7) {
+                    let integral: f64 =
+                        watts.range(t - span + 1..=t).map(|(_, w)| w * step_s).sum();
+                    let increase = query_at(
+                        base,
+                        &format!("increase({energy}{{node=\"{node}\"}}[{span}ms])"),
+                        t,
+                    )
+                    .expect("increase() answers");
+                    assert!(
+                        (increase - integral).abs() <= max_watts * step_s + 1e-9,
+                        "increase at {t}: {increase} J, integral of power {integral} J"
+                    );
+                    checked += 1;
+                }
+                assert!(checked > 0, "no window of {span} ms to check increase() on");
+            }
+        }
+    }
+    node_energy
 }
 
 #[test]
@@ -497,6 +603,10 @@ fn outages_of_prometheus_and_of_the_estimator_are_backfilled_without_gaps() {
     .expect("the restarted estimator catches up");
 
     let times = check_balance_and_continuity(&prom.url, "n1", "10m");
+    // The counters went on across both outages and the restart, without a reset.
+    let energy = check_energy(&prom.url, "n1", "10m", 1000);
+    assert_eq!(energy.len(), times.len(), "an energy sample at every tick");
+    check_energy(&prom.url, "n2", "10m", 1000);
     assert!(
         times.len() >= 45,
         "ticks before, during and after both outages: {} from {} to {}",
@@ -898,5 +1008,101 @@ fn reads_and_writes_over_tls_with_a_custom_ca_and_basic_auth() {
     })
     .expect("predictions written over TLS with basic auth reach Prometheus");
     assert!((got - watts).abs() < 1e-9, "{got} vs {watts}");
+    assert_eq!(est.metric(self_metric::SAMPLES_DROPPED_TOTAL, ""), 0.0);
+}
+
+#[test]
+fn fifteen_second_ticks_conserve_power_backfill_and_count_energy() {
+    let dir = tempfile::tempdir().unwrap();
+    let prom = Prometheus::start(&[], "15s").expect("prometheus");
+    // Scrapes every 15 s, as most clusters do; 10 minutes of history and 5 ahead.
+    let now = now_ms() / 15_000 * 15_000;
+    remote_write(
+        &prom.remote_write_url(),
+        fleet_series_every(now - 600_000, now + 300_000, 15_000),
+    )
+    .unwrap();
+    let models = model_file(dir.path());
+    // --rate-window defaults to 4 x 15 s: four scrapes per rate().
+    let flags = ["--interval=15s", "--delay=2s"];
+    let mut est = start_estimator(&models, &prom.url, &prom.remote_write_url(), &flags);
+    wait_for(Duration::from_secs(90), || {
+        (node_power_ticks(&prom.url, "n1").len() >= 2).then_some(())
+    })
+    .expect("two 15 s ticks");
+    // Down for more than two ticks; the restarted estimator backfills them.
+    est.guard.terminate();
+    std::thread::sleep(Duration::from_secs(35));
+    let restarted = now_ms();
+    est = start_estimator(&models, &prom.url, &prom.remote_write_url(), &flags);
+    wait_for(Duration::from_secs(90), || {
+        (node_power_ticks(&prom.url, "n1").last()?.0 >= restarted).then_some(())
+    })
+    .expect("the restarted estimator catches up");
+    for node in ["n1", "n2"] {
+        let (watts, _) = expected(node);
+        let ticks = node_power_ticks(&prom.url, node);
+        assert!(
+            ticks
+                .iter()
+                .all(|(t, v)| t % 15_000 == 0 && (v - watts).abs() < 1e-9),
+            "{node}: {ticks:?}"
+        );
+        let times = check_balance_and_continuity_every(&prom.url, node, "10m", 15_000);
+        assert!(times.len() >= 5, "{node}: {times:?}");
+        check_energy(&prom.url, node, "10m", 15_000);
+    }
+    // The tick that is ready at the restart is live; the ones before it were backfilled.
+    assert!(est.metric(self_metric::TICKS_BACKFILLED_TOTAL, "") >= 1.0);
+    assert_eq!(est.metric(self_metric::SAMPLES_DROPPED_TOTAL, ""), 0.0);
+}
+
+#[test]
+fn victoria_metrics_as_source_and_receiver_with_its_default_latency_offset_and_an_outage() {
+    let dir = tempfile::tempdir().unwrap();
+    // VictoriaMetrics as shipped: -search.latencyOffset 30s hides the newest samples from
+    // queries; the engine's default --delay (32 s) waits them out.
+    let mut vm = VictoriaMetrics::start_with_latency_offset(None).expect("victoria-metrics");
+    push_fleet(&vm.remote_write_url());
+    let models = model_file(dir.path());
+    let flags = [
+        "--prometheus.engine=victoriametrics",
+        "--delay=32s",
+        &format!("--progress-url={}", vm.url),
+    ];
+    // --delay is the engine's default; spelled out because start_estimator sets 1s otherwise.
+    let est = start_estimator(&models, &vm.url, &vm.remote_write_url(), &flags);
+    let ticks_of_n1 = |vm: &VictoriaMetrics| node_power_ticks(&vm.url, "n1");
+    wait_for(Duration::from_secs(120), || {
+        (ticks_of_n1(&vm).len() >= 5).then_some(())
+    })
+    .expect("ticks read from and written to VictoriaMetrics");
+
+    // Source and receiver down for 20 s: the estimator retries, then backfills every tick.
+    vm.stop();
+    std::thread::sleep(Duration::from_secs(20));
+    let back = now_ms();
+    vm.spawn().expect("victoria-metrics restarts");
+    wait_for(Duration::from_secs(120), || {
+        (ticks_of_n1(&vm).last()?.0 >= back - 30_000).then_some(())
+    })
+    .expect("the estimator catches up after the outage");
+    let (watts, _) = expected("n1");
+    let ticks = ticks_of_n1(&vm);
+    assert!(
+        ticks.iter().all(|(_, v)| (v - watts).abs() < 1e-9),
+        "{ticks:?}"
+    );
+    let times = check_balance_and_continuity(&vm.url, "n1", "10m");
+    assert!(
+        times.len() >= 25,
+        "ticks before, during and after: {times:?}"
+    );
+    check_energy(&vm.url, "n1", "10m", 1000);
+    assert!(est.metric(self_metric::TICKS_BACKFILLED_TOTAL, "") >= 10.0);
+    assert!(
+        est.metric(self_metric::QUERIES_TOTAL, "outcome=\"network_error\"") > 0.0,
+        "the outage was seen as network errors"
+    );
     assert_eq!(est.metric(self_metric::SAMPLES_DROPPED_TOTAL, ""), 0.0);
 }

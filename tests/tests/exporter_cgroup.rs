@@ -6,13 +6,13 @@
 //! container-id parser.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use greenpipe_common::names::{container, exporter, label, node, source, SYSTEM_CONTAINER};
 use greenpipe_tests::cgroup::{container_id, unified_root, TestCgroup};
 use greenpipe_tests::scrape::{fetch, sample, samples};
-use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard};
+use greenpipe_tests::{start_exporter, wait_for, Guard};
 
 fn usage_seconds(dir: &Path) -> f64 {
     let text = std::fs::read_to_string(dir.join("cpu.stat")).expect("reading cpu.stat");
@@ -67,10 +67,7 @@ fn node_busy(text: &str) -> f64 {
 
 #[test]
 fn container_cpu_tracks_cpu_stat_and_is_not_system() {
-    let Some(root) = unified_root() else {
-        eprintln!("skipping: this kernel mounts no cgroup v2 hierarchy");
-        return;
-    };
+    let root = unified_root().expect("this test needs a cgroup v2 hierarchy (pure or hybrid)");
     let mut cg = TestCgroup::create(
         vec![root],
         &format!("greenpipe-test-{}", std::process::id()),
@@ -80,22 +77,8 @@ fn container_cpu_tracks_cpu_stat_and_is_not_system() {
     let rel = cg.add_container(&id).unwrap();
     let dir = cg.dir(&rel);
 
-    let port = free_port();
-    let child = Command::new(workspace_binary("greenpipe-exporter"))
-        .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
-        .args([
-            "--node-name",
-            "cgroup-test",
-            "--collection.interval",
-            "500ms",
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting the exporter");
-    let _exporter = Guard::new("exporter", child);
-    let scraper = Scraper {
-        url: format!("http://127.0.0.1:{port}/metrics"),
-    };
+    let (_exporter, url) = start_exporter("cgroup-test", &[]);
+    let scraper = Scraper { url };
     let before = wait_for(Duration::from_secs(30), || {
         let text = fetch(&scraper.url).ok()?;
         container_cpu(&text, &id).map(|_| text)

@@ -393,3 +393,207 @@ fn bad_traces_are_refused_with_file_and_line() {
         vec![Feature::CpuSecondsPerSecond]
     );
 }
+
+/// One trace row: cpu (s/s), cycles, disk (B/s), frequency (Hz), power (W).
+fn row(t: usize, workload: &str, v: [f64; 5]) -> String {
+    let [cpu, cycles, disk, freq, power] = v;
+    format!("{t},board,{workload},{power},{cpu},{cycles},,,,,{disk},,{freq}\n")
+}
+
+fn summary_row<'a>(summary: &'a str, workload: &str, model: &str) -> Option<Vec<&'a str>> {
+    summary
+        .lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|c| c.len() == 8 && c[1] == workload && c[3] == model)
+}
+
+#[test]
+fn one_trace_trains_with_blocked_time_series_cv() {
+    let dir = tempfile::tempdir().unwrap();
+    // A single recorded run (one workload): CPU and disk levels change every 20 s.
+    let mut body = format!("{}\n", trace_header());
+    for t in 0..500 {
+        let cpu = 0.3 + ((t / 20 * 7) % 11) as f64 * 0.35;
+        let disk = ((t / 20 * 3) % 5) as f64 * 1e7;
+        let power = 4.0 + 1.5 * cpu + 5e-8 * disk;
+        body.push_str(&row(
+            1000 + t,
+            "stress_run",
+            [cpu, 2e9 * cpu + 1e7 * (t % 3) as f64, disk, 1.5e9, power],
+        ));
+    }
+    let trace = write(dir.path(), "one.csv", &body);
+    let model = dir.path().join("model.json");
+    let report = dir.path().join("report");
+    ok(&[
+        "train",
+        "--traces",
+        &trace,
+        "--out",
+        model.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--models",
+        "ols,ridge,random_forest",
+    ]);
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(
+        md.contains("blocked time-series CV (5 contiguous time blocks of one workload"),
+        "{md}"
+    );
+    // Every block is scored once, for the candidates and both baselines kept.
+    let summary = std::fs::read_to_string(report.join("summary.csv")).unwrap();
+    for b in 1..=5 {
+        let block = format!("stress_run#{b}");
+        let r =
+            summary_row(&summary, &block, "ols").unwrap_or_else(|| panic!("{block}: {summary}"));
+        assert!(r[4].parse::<f64>().unwrap() < 1.0, "{r:?}");
+        for baseline in ["baseline_cpu_linear", "baseline_stress_trained"] {
+            assert!(
+                summary_row(&summary, &block, baseline).is_some(),
+                "{baseline} {block}"
+            );
+        }
+    }
+    let file = ModelFile::from_json(&std::fs::read_to_string(&model).unwrap()).unwrap();
+    let m = &file.models[0];
+    assert_eq!(m.scores.extra.get("cv_time_blocks"), Some(&5.0));
+    let cv = m.scores.cv_mape_percent.unwrap();
+    assert!(cv.is_finite() && cv < 2.0, "blocked CV MAPE {cv}");
+    let names: Vec<&str> = m.baselines.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["baseline_cpu_linear", "baseline_stress_trained"]);
+    // `crossval` of the same single trace: the nested selection over the blocks.
+    let cv_report = dir.path().join("cv");
+    ok(&[
+        "crossval",
+        "--traces",
+        &trace,
+        "--report",
+        cv_report.to_str().unwrap(),
+        "--models",
+        "ols,ridge",
+    ]);
+    let summary = std::fs::read_to_string(cv_report.join("summary.csv")).unwrap();
+    assert!(
+        summary_row(&summary, "ALL", "selected").is_some(),
+        "{summary}"
+    );
+    assert!(std::fs::read_to_string(cv_report.join("report.md"))
+        .unwrap()
+        .contains("blocked time-series CV"));
+}
+
+/// The metered-run case of issue 17: a stress-trained baseline fitted on CPU steps, where the
+/// frequency and the disk are constant and the cycles follow the CPU exactly, then applied to a
+/// board doing disk work at another frequency.
+#[test]
+fn constant_and_collinear_training_features_give_bounded_predictions() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = trace_header();
+    let power = |cpu: f64, disk: f64, freq: f64| 3.0 + 0.4 * cpu + 2e-8 * disk + 1e-9 * freq;
+    let trace = |name: &str, t0: usize, f: &dyn Fn(usize) -> [f64; 3]| {
+        let mut body = format!("{h}\n");
+        for t in 0..200 {
+            let [cpu, disk, freq] = f(t);
+            let cycles = 1e9 * cpu * freq / 1.5e9;
+            body.push_str(&row(
+                t0 + t,
+                name,
+                [cpu, cycles, disk, freq, power(cpu, disk, freq)],
+            ));
+        }
+        write(dir.path(), &format!("{name}.csv"), &body)
+    };
+    let level = |t: usize, n: usize| ((t / 10 * 7) % n) as f64 / (n - 1) as f64;
+    let cpu_steps = trace("cpu_steps", 0, &|t| [0.2 + 3.8 * level(t, 9), 0.0, 1.5e9]);
+    let disk = trace("disk_steps", 1000, &|t| {
+        [
+            0.1 + 0.2 * level(t, 3),
+            6e7 * level(t, 7),
+            0.6e9 + 0.9e9 * level(t, 4),
+        ]
+    });
+    let idle = trace("idle", 2000, &|t| {
+        [0.05 + 0.05 * level(t, 5), 1e5 * level(t, 3), 0.6e9]
+    });
+    // Validation: a CPU + disk mix at a middle frequency, then a stretch far above anything in
+    // training (60 CPU-seconds per second on this board), which linear models extrapolate.
+    let mut mix = format!("{h}\n");
+    for t in 0..200 {
+        let cpu = if t < 150 {
+            1.0 + 2.0 * level(t, 5)
+        } else {
+            60.0
+        };
+        let (disk, freq) = (3e7 * level(t, 4), 0.8e9 + 0.4e9 * level(t, 3));
+        let cycles = 1e9 * cpu * freq / 1.5e9;
+        mix.push_str(&row(
+            5000 + t,
+            "mix",
+            [cpu, cycles, disk, freq, power(cpu.min(4.0), disk, freq)],
+        ));
+    }
+    let mix = write(dir.path(), "mix.csv", &mix);
+    let model = dir.path().join("model.json");
+    ok(&[
+        "train",
+        "--traces",
+        &cpu_steps,
+        &disk,
+        &idle,
+        "--out",
+        model.to_str().unwrap(),
+        "--models",
+        "ols,ridge",
+    ]);
+    let file = ModelFile::from_json(&std::fs::read_to_string(&model).unwrap()).unwrap();
+    let m = &file.models[0];
+    let stress = m
+        .baselines
+        .iter()
+        .find(|b| b.name == "baseline_stress_trained")
+        .expect("cpu_steps matches the stress pattern");
+    // Only the CPU varies independently in the CPU steps: frequency and disk are constant there,
+    // the cycles follow the CPU.
+    let inputs: Vec<Feature> = stress.features.iter().map(|s| s.feature).collect();
+    assert_eq!(inputs, [Feature::CpuSecondsPerSecond], "{stress:?}");
+    let bounds = stress.power_bounds.expect("stored bounds");
+    assert!(bounds.max_watts < 10.0, "{bounds:?}");
+    let mut x = FeatureValues::default();
+    x.set(Feature::CpuSecondsPerSecond, Some(2.0));
+    x.set(Feature::DiskBytesPerSecond, Some(3e7));
+    x.set(Feature::CpuFrequencyHertz, Some(1e9));
+    x.set(Feature::CpuCyclesPerSecond, Some(1.3e9));
+    let watts = stress.predict(&x).unwrap();
+    assert!((2.0..10.0).contains(&watts), "{watts}");
+
+    let report = dir.path().join("val");
+    ok(&[
+        "validate",
+        "--model",
+        model.to_str().unwrap(),
+        "--traces",
+        &mix,
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let summary = std::fs::read_to_string(report.join("summary.csv")).unwrap();
+    let r = summary_row(&summary, "ALL", "baseline_stress_trained").expect("baseline scored");
+    let mape: f64 = r[4].parse().unwrap();
+    assert!(mape < 60.0, "stress-trained baseline MAPE {mape} %");
+    // The 50 overload rows leave the training power range widened by its width: clamped and
+    // counted, for the model and for the CPU-only baseline alike.
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    let counted = md
+        .lines()
+        .find(|l| l.starts_with("Clamped predictions: "))
+        .expect("clamp count in the report");
+    let n: usize = counted["Clamped predictions: ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(n >= 100, "{counted}");
+    assert!(md.contains("| baseline_cpu_linear | 50 | 200 |"), "{md}");
+}

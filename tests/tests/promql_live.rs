@@ -196,6 +196,11 @@ fn every_dashboard_and_rule_expression_returns_data() {
     let mut failures = Vec::new();
     let mut checked = 0;
     for (panel, expr) in dashboard_exprs() {
+        // The `recalibrate` service is not part of this pipeline (it needs validation traces
+        // and a drift to act on); tests/tests/recalibration.rs runs it and reads these series.
+        if expr.contains("greenpipe_recalibrate_") {
+            continue;
+        }
         let expr = substitute_variables(&expr, "10m");
         checked += 1;
         if let Err(e) = non_empty(&prom, &expr) {

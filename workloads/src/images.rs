@@ -114,7 +114,7 @@ fn synthetic(i: usize) -> RgbImage {
     RgbImage::from_fn(w, h, |x, y| {
         let (xf, yf) = (x as f32, y as f32);
         let inside = (xf - cx).powi(2) + (yf - cy).powi(2) < radius * radius;
-        let stripe = ((x + y * (i as u32 + 1)) / (8 + i as u32)) % 2 == 0;
+        let stripe = ((x + y * (i as u32 + 1)) / (8 + i as u32)).is_multiple_of(2);
         let r = (255.0 * xf / w as f32) as u8;
         let g = (255.0 * yf / h as f32) as u8;
         let b = if stripe { 40 + 20 * (i as u8 % 8) } else { 200 };

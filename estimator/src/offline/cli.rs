@@ -38,6 +38,10 @@ pub struct CommonCli {
     /// instructions, cache misses): fewer fits, the grid scikit-learn's bench runs.
     #[arg(long)]
     pub no_counter_variants: bool,
+    /// Candidate grid: `default`; `classic` (the grid before exact-split forests); `wide` (both,
+    /// the superset benches/grid_lomo.py replays to compare grids across machines).
+    #[arg(long, default_value = "default")]
+    pub grid: String,
 }
 
 impl CommonCli {
@@ -50,6 +54,7 @@ impl CommonCli {
             self.features.as_deref(),
         )?;
         options.counter_variants = !self.no_counter_variants;
+        options.set_grid(&self.grid, self.models.as_deref())?;
         Ok(options)
     }
 }

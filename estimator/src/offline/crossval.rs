@@ -39,13 +39,20 @@ pub struct NodeCrossval {
     pub rows: Vec<SummaryRow>,
     /// Per held-out workload: the candidate chosen by the inner CV.
     pub chosen: Vec<(String, String)>,
+    /// Per model label (`selected` first): held-out rows the power bounds clamped, and rows.
+    pub clamped: Vec<(String, usize, usize)>,
+    /// How the node was cross-validated (workloads, or time blocks of one workload).
+    pub cv_name: String,
     /// Notes for the report.
     pub notes: Vec<String>,
 }
 
 /// Runs crossval and writes the report.
 pub fn run(args: &CrossvalArgs) -> anyhow::Result<Vec<NodeCrossval>> {
-    let nodes = samples::load(&args.traces, args.options.features.as_deref())?;
+    let nodes = samples::load(&args.traces, args.options.features.as_deref())?
+        .iter()
+        .map(|s| Ok(args.options.cv_samples(s)?.0.into_owned()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     report::create_dir(&args.report)?;
     let mut out = Vec::new();
     for s in &nodes {
@@ -92,7 +99,7 @@ fn node(s: &NodeSamples, args: &CrossvalArgs) -> anyhow::Result<NodeCrossval> {
         );
         let pool: Vec<usize> = holdable.iter().copied().filter(|&x| x != g).collect();
         let mut inner = Vec::new();
-        for split in cv::splits(s, &pool, &always, o.folds.unwrap_or(pool.len())) {
+        for split in cv::splits(s, &pool, &always, o.inner_folds(s, pool.len())) {
             for c in 0..candidates {
                 let j = plan.request(c, &split.train_groups, &split.test_groups);
                 inner.extend(split.test_groups.iter().map(|&h| (c, j, h)));
@@ -109,19 +116,27 @@ fn node(s: &NodeSamples, args: &CrossvalArgs) -> anyhow::Result<NodeCrossval> {
     }
 
     let mut rows = Vec::new();
+    let mut clamped = Vec::new();
     for (si, spec) in specs.iter().enumerate() {
         let mut per = Vec::new();
+        let (mut hit, mut of) = (0, 0);
         for (gi, &g) in holdable.iter().enumerate() {
             match group_result(&results, outer_of[gi][si], g) {
-                Ok(r) => per.push((s.groups[g].clone(), r.score)),
+                Ok(r) => {
+                    per.push((s.groups[g].clone(), r.score));
+                    hit += r.clamped;
+                    of += r.rows.len();
+                }
                 Err(e) => notes.push(format!("{}: held out {}: {e}", s.node, s.groups[g])),
             }
         }
         rows.extend(report::model_rows(&s.node, &spec.label, &per));
+        clamped.push((spec.label.clone(), hit, of));
     }
 
     // Nested selection, by the rule `train` applies.
     let mut selected = Vec::new();
+    let (mut selected_hit, mut selected_of) = (0, 0);
     let mut chosen = Vec::new();
     let mut plot_data = Vec::new();
     for (gi, &g) in holdable.iter().enumerate() {
@@ -145,11 +160,14 @@ fn node(s: &NodeSamples, args: &CrossvalArgs) -> anyhow::Result<NodeCrossval> {
         };
         if let Ok(r) = group_result(&results, outer_of[gi][best], g) {
             selected.push((s.groups[g].clone(), r.score));
+            selected_hit += r.clamped;
+            selected_of += r.rows.len();
             chosen.push((s.groups[g].clone(), specs[best].label.clone()));
             plot_data.push((r.clone(), specs[best].label.clone()));
         }
     }
     rows.extend(report::model_rows(&s.node, SELECTED, &selected));
+    clamped.insert(0, (SELECTED.to_string(), selected_hit, selected_of));
 
     if let Err(e) = plots::held_out(&args.report, s, &plot_data, SELECTED) {
         notes.push(format!("{}: plots skipped: {e:#}", s.node));
@@ -157,7 +175,9 @@ fn node(s: &NodeSamples, args: &CrossvalArgs) -> anyhow::Result<NodeCrossval> {
     Ok(NodeCrossval {
         rows,
         chosen,
+        clamped,
         notes,
+        cv_name: o.cv_name(s),
     })
 }
 
@@ -167,11 +187,11 @@ fn markdown(nodes: &[NodeSamples], out: &[NodeCrossval], o: &OfflineOptions) -> 
         md,
         "Every workload is held out in turn; models are trained on all the others. \
          `selected` is the nested selection: for each held-out workload, what `train` would \
-         choose from the other workloads alone ({}, by {} inside them), scored on the held-out one. \
+         choose from the other workloads alone ({}, by the same CV inside them), scored on the \
+         held-out one. \
          Workloads matching `{}` always stay in training. Baselines: `{}` and `{}` \
          (workloads matching `{}`).\n",
         select::RULE,
-        o.cv_name(),
         o.always_train
             .as_ref()
             .map(Regex::as_str)
@@ -193,8 +213,11 @@ fn markdown(nodes: &[NodeSamples], out: &[NodeCrossval], o: &OfflineOptions) -> 
             s.y.len(),
             s.groups.join(", ")
         );
+        let _ = writeln!(md, "Cross-validation: {}.\n", n.cv_name);
         md.push_str(&report::trace_list(s));
         md.push_str(&report::all_table(&n.rows));
+        md.push('\n');
+        md.push_str(&report::clamp_summary(&n.clamped));
         md.push('\n');
         let mut models = vec![SELECTED, baselines::CPU_ONLY, baselines::STRESS_ONLY];
         let best_fixed = n
@@ -209,18 +232,22 @@ fn markdown(nodes: &[NodeSamples], out: &[NodeCrossval], o: &OfflineOptions) -> 
         md.push_str(&report::workload_table(&n.rows, &s.node, &models));
         md.push_str("\nChosen per held-out workload:\n\n");
         for (w, c) in &n.chosen {
-            let plots: Vec<String> = s
-                .traces
-                .iter()
-                .filter(|t| s.groups[t.group] == *w)
-                .map(|t| {
-                    format!(
-                        "[{0}]({1}__{0}__selected.png)",
-                        report::slug(&t.workload),
-                        report::slug(&s.node)
-                    )
-                })
-                .collect();
+            let plot = |name: &str| {
+                format!(
+                    "[{0}]({1}__{0}__selected.png)",
+                    report::slug(name),
+                    report::slug(&s.node)
+                )
+            };
+            let plots: Vec<String> = if s.time_blocks.is_some() {
+                vec![plot(w)]
+            } else {
+                s.traces
+                    .iter()
+                    .filter(|t| s.groups[t.group] == *w)
+                    .map(|t| plot(&t.workload))
+                    .collect()
+            };
             let _ = writeln!(md, "- {w}: `{c}` (plots: {})", plots.join(", "));
         }
         let _ = writeln!(

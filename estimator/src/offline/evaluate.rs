@@ -152,6 +152,8 @@ pub struct GroupResult {
     pub predicted: Vec<f64>,
     /// Scores.
     pub score: Score,
+    /// Rows whose prediction the power bounds clamped.
+    pub clamped: usize,
 }
 
 /// Runs every job; a job that cannot fit yields its error message.
@@ -228,13 +230,14 @@ fn run_one(
         .iter()
         .map(|&g| {
             let rows = s.rows_of(&[g]);
-            let predicted = predict(&fitted, s, &rows);
+            let (predicted, clamped) = predict(&fitted, s, &rows);
             let measured: Vec<f64> = rows.iter().map(|&i| s.y[i]).collect();
             GroupResult {
                 group: g,
                 score: score(&measured, &predicted),
                 rows,
                 predicted,
+                clamped,
             }
         })
         .collect())

@@ -23,6 +23,8 @@ pub mod select;
 pub mod train;
 pub mod validate;
 
+use std::borrow::Cow;
+
 use anyhow::{bail, Context};
 use greenpipe_common::features::Feature;
 use regex::Regex;
@@ -77,7 +79,7 @@ impl OfflineOptions {
             .transpose()?;
         Ok(OfflineOptions {
             candidates: match models {
-                Some(list) => models::parse_models(list)?,
+                Some(list) => models::parse_models(list, models::default_candidates())?,
                 None => models::default_candidates(),
             },
             stress_pattern: Regex::new(stress_pattern).context("--stress-pattern")?,
@@ -91,11 +93,59 @@ impl OfflineOptions {
         })
     }
 
-    /// How selection cross-validates, for reports.
-    pub fn cv_name(&self) -> String {
-        match self.folds {
-            Some(k) => format!("grouped {k}-fold CV"),
-            None => "leave-one-workload-out CV".into(),
+    /// Replaces the candidates by the named grid (`--grid`), restricted to `models` if given.
+    pub fn set_grid(&mut self, grid: &str, models: Option<&str>) -> anyhow::Result<()> {
+        let grid = models::grid(grid)?;
+        self.candidates = match models {
+            Some(list) => models::parse_models(list, grid)?,
+            None => grid,
+        };
+        Ok(())
+    }
+
+    /// How selection cross-validates on `s`, for reports.
+    pub fn cv_name(&self, s: &NodeSamples) -> String {
+        match (s.time_blocks, self.folds) {
+            (Some(k), _) => format!(
+                "blocked time-series CV ({k} contiguous time blocks of one workload, each held \
+                 out whole)"
+            ),
+            (None, Some(k)) => format!("grouped {k}-fold CV"),
+            (None, None) => "leave-one-workload-out CV".into(),
+        }
+    }
+
+    /// Folds of the selection CV inside `pool` groups of `s`: `--folds`, or one per group
+    /// (`--folds` counts the time blocks when `s` is blocked).
+    pub fn inner_folds(&self, s: &NodeSamples, pool: usize) -> usize {
+        match (s.time_blocks, self.folds) {
+            (None, Some(k)) => k,
+            _ => pool,
+        }
+    }
+
+    /// The node's samples ready for cross-validation, with the groups that can be held out and
+    /// those always trained on. With two or more holdable workload groups the samples are
+    /// unchanged; with one (a single recorded run, say), its rows are cut into contiguous time
+    /// blocks (`--folds`, default [`samples::TIME_BLOCKS`]) for a blocked time-series CV.
+    pub fn cv_samples<'a>(
+        &self,
+        s: &'a NodeSamples,
+    ) -> anyhow::Result<(Cow<'a, NodeSamples>, Vec<usize>, Vec<usize>)> {
+        let (holdable, always) = self.split_groups(s)?;
+        match holdable.as_slice() {
+            [] => bail!(
+                "node {}: every workload group ({:?}) matches --always-train: none can be held \
+                 out to score a model",
+                s.node,
+                s.groups
+            ),
+            [only] => {
+                let blocked = s.with_time_blocks(*only, self.folds.unwrap_or(samples::TIME_BLOCKS));
+                let (holdable, always) = self.split_groups(&blocked)?;
+                Ok((Cow::Owned(blocked), holdable, always))
+            }
+            _ => Ok((Cow::Borrowed(s), holdable, always)),
         }
     }
 

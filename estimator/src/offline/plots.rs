@@ -127,13 +127,15 @@ pub fn held_out(
                 continue;
             }
             let pick = |f: &dyn Fn(usize) -> f64| ks.iter().map(|&k| f(k)).collect::<Vec<f64>>();
+            // A time block of a single trace is plotted under its block's name.
+            let name = if s.time_blocks.is_some() {
+                &s.groups[r.group]
+            } else {
+                &trace.workload
+            };
             time_series(
-                &dir.join(format!(
-                    "{}__{}__{tag}.png",
-                    slug(&s.node),
-                    slug(&trace.workload)
-                )),
-                &format!("{} / {}: measured vs {label}", s.node, trace.workload),
+                &dir.join(format!("{}__{}__{tag}.png", slug(&s.node), slug(name))),
+                &format!("{} / {}: measured vs {label}", s.node, name),
                 &pick(&|k| s.timestamp[r.rows[k]]),
                 &pick(&|k| s.y[r.rows[k]]),
                 &pick(&|k| r.predicted[k]),

@@ -7,8 +7,6 @@
 //! fit left out and scored, e.g. `data_serving` for an outer fit and `data_serving+web_search`
 //! for an inner one).
 
-use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
@@ -27,18 +25,18 @@ pub fn write(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let slug = report::slug(&s.node);
-    let mut rows = String::from("row,group,power_watts\n");
+    let path = dir.join(format!("{slug}__rows.csv"));
+    let mut rows = csv_file(&path)?;
+    rows.write_record(["row", "group", "power_watts"])?;
     for (i, (g, y)) in s.group.iter().zip(&s.y).enumerate() {
-        let _ = writeln!(rows, "{i},{},{y}", s.groups[*g]);
+        rows.write_record([i.to_string(), s.groups[*g].clone(), y.to_string()])?;
     }
-    std::fs::write(dir.join(format!("{slug}__rows.csv")), rows)?;
+    rows.flush()?;
     let labels: String = specs.iter().map(|x| format!("{}\n", x.label)).collect();
     std::fs::write(dir.join(format!("{slug}__specs.txt")), labels)?;
     let path = dir.join(format!("{slug}__predictions.csv"));
-    let mut f = std::io::BufWriter::new(
-        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
-    );
-    writeln!(f, "spec,scored_groups,group,row,predicted_watts")?;
+    let mut f = csv_file(&path)?;
+    f.write_record(["spec", "scored_groups", "group", "row", "predicted_watts"])?;
     for (job, r) in jobs.iter().zip(results) {
         let Ok(r) = r else { continue };
         let scored: Vec<&str> = job
@@ -49,10 +47,25 @@ pub fn write(
         let scored = scored.join("+");
         for gr in r {
             for (row, p) in gr.rows.iter().zip(&gr.predicted) {
-                writeln!(f, "{},{scored},{},{row},{p}", job.spec, s.groups[gr.group])?;
+                f.write_record([
+                    job.spec.to_string(),
+                    scored.clone(),
+                    s.groups[gr.group].clone(),
+                    row.to_string(),
+                    p.to_string(),
+                ])?;
             }
         }
     }
     f.flush()?;
     Ok(())
+}
+
+/// A CSV file in the format `benches/selection_rules.py` reads (`\n` line ends; cells quoted
+/// only when a group name needs it).
+fn csv_file(path: &Path) -> anyhow::Result<csv::Writer<std::fs::File>> {
+    csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_path(path)
+        .with_context(|| format!("creating {}", path.display()))
 }

@@ -53,18 +53,30 @@ pub fn model_rows(node: &str, model: &str, per_workload: &[(String, Score)]) -> 
 
 /// Writes `summary.csv`.
 pub fn write_summary(dir: &Path, rows: &[SummaryRow]) -> anyhow::Result<()> {
-    let mut out = String::from(SUMMARY_HEADER);
-    out.push('\n');
-    for r in rows {
-        let s = &r.score;
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{:.4},{:.4},{:.4},{:.4}",
-            r.node, r.workload, s.samples, r.model, s.mape_percent, s.mae_watts, s.rmse_watts, s.r2
-        );
-    }
     let path = dir.join("summary.csv");
-    std::fs::write(&path, out).with_context(|| format!("writing {}", path.display()))
+    let mut out = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_path(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let write = |out: &mut csv::Writer<std::fs::File>| -> csv::Result<()> {
+        out.write_record(SUMMARY_HEADER.split(','))?;
+        for r in rows {
+            let s = &r.score;
+            out.write_record([
+                r.node.clone(),
+                r.workload.clone(),
+                s.samples.to_string(),
+                r.model.clone(),
+                format!("{:.4}", s.mape_percent),
+                format!("{:.4}", s.mae_watts),
+                format!("{:.4}", s.rmse_watts),
+                format!("{:.4}", s.r2),
+            ])?;
+        }
+        out.flush()?;
+        Ok(())
+    };
+    write(&mut out).with_context(|| format!("writing {}", path.display()))
 }
 
 /// A markdown table of the `ALL` rows of `rows`, best MAPE first.
@@ -111,6 +123,26 @@ pub fn workload_table(rows: &[SummaryRow], node: &str, models: &[&str]) -> Strin
             })
             .collect();
         let _ = writeln!(out, "| {w} | {} |", cells.join(" | "));
+    }
+    out
+}
+
+/// A markdown paragraph counting the predictions the power bounds clamped, per model label:
+/// `(label, clamped rows, predicted rows)`.
+pub fn clamp_summary(per_model: &[(String, usize, usize)]) -> String {
+    let total: usize = per_model.iter().map(|m| m.1).sum();
+    let rows: usize = per_model.iter().map(|m| m.2).sum();
+    let mut out = format!(
+        "Clamped predictions: {total} of {rows} held-out rows fell outside the training power \
+         range widened by its width (at least 10 % of its maximum) and were clamped into it, as \
+         the online estimator clamps them.\n"
+    );
+    let hit: Vec<&(String, usize, usize)> = per_model.iter().filter(|m| m.1 > 0).collect();
+    if !hit.is_empty() {
+        out.push_str("\n| model | clamped rows | of rows |\n|---|---|---|\n");
+        for (label, n, of) in hit {
+            let _ = writeln!(out, "| {label} | {n} | {of} |");
+        }
     }
     out
 }

@@ -129,7 +129,13 @@ pub struct NodeSamples {
     pub traces: Vec<TraceInfo>,
     /// What was left out, for the report.
     pub notes: Vec<String>,
+    /// Set when the groups are contiguous time blocks of a single workload
+    /// ([`NodeSamples::with_time_blocks`]): how many.
+    pub time_blocks: Option<usize>,
 }
+
+/// Blocks of the blocked time-series cross-validation when a node has one workload group.
+pub const TIME_BLOCKS: usize = 5;
 
 impl NodeSamples {
     /// A node with these feature columns and no rows yet (tests add their own).
@@ -150,7 +156,35 @@ impl NodeSamples {
             groups: vec![],
             traces: vec![],
             notes: vec![],
+            time_blocks: None,
         }
+    }
+
+    /// The same samples with the rows of `group` cut into `k` contiguous blocks (in trace and
+    /// time order, equal row counts), each its own group `<group>#<i>`: a blocked time-series
+    /// cross-validation for a node that recorded a single workload. A block is held out whole
+    /// and never shares rows with another fold, so a score measures a stretch of time the model
+    /// has not seen.
+    pub fn with_time_blocks(&self, group: usize, k: usize) -> NodeSamples {
+        let rows = self.rows_of(&[group]);
+        let k = k.clamp(2, rows.len().max(2));
+        let name = self.groups[group].clone();
+        let mut out = self.clone();
+        // Block 1 keeps the workload's group id (and its traces), so other ids do not move.
+        let mut ids = vec![group];
+        ids.extend(out.groups.len()..out.groups.len() + k - 1);
+        out.groups[group] = format!("{name}#1");
+        out.groups.extend((2..=k).map(|i| format!("{name}#{i}")));
+        for (i, &r) in rows.iter().enumerate() {
+            out.group[r] = ids[i * k / rows.len()];
+        }
+        out.notes.push(format!(
+            "{}: one workload group ({name}): blocked time-series cross-validation over {k} \
+             contiguous time blocks ({name}#1..{name}#{k}), each held out whole",
+            self.node
+        ));
+        out.time_blocks = Some(k);
+        out
     }
 
     /// Rows of the given groups.
@@ -300,6 +334,7 @@ fn build_node(
         groups: Vec::new(),
         traces: Vec::new(),
         notes,
+        time_blocks: None,
     };
     for (path, rows) in traces {
         let workload = rows[0].workload.clone();
@@ -357,6 +392,43 @@ fn build_node(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_workload_is_cut_into_contiguous_time_blocks() {
+        let mut s = NodeSamples::empty("n", vec![Feature::CpuSecondsPerSecond]);
+        s.groups.push("run".into());
+        s.traces.push(TraceInfo {
+            path: "run.csv".into(),
+            workload: "run".into(),
+            group: 0,
+            rows: 23,
+        });
+        for i in 0..23 {
+            s.x.data.push(i as f64);
+            s.x.rows += 1;
+            s.y.push(1.0);
+            s.timestamp.push(i as f64);
+            s.trace.push(0);
+            s.group.push(0);
+        }
+        let b = s.with_time_blocks(0, 5);
+        assert_eq!(b.time_blocks, Some(5));
+        assert_eq!(b.groups, ["run#1", "run#2", "run#3", "run#4", "run#5"]);
+        let mut sizes = Vec::new();
+        for g in 0..5 {
+            let rows = b.rows_of(&[g]);
+            // Contiguous in time: consecutive rows, and every row of an earlier block is older.
+            assert!(rows.windows(2).all(|w| w[1] == w[0] + 1), "{rows:?}");
+            if g > 0 {
+                let before = b.rows_of(&[g - 1]);
+                assert!(before.last() < rows.first());
+            }
+            sizes.push(rows.len());
+        }
+        assert_eq!(sizes.iter().sum::<usize>(), 23);
+        assert!(sizes.iter().all(|&n| n == 4 || n == 5), "{sizes:?}");
+        assert!(b.notes.iter().any(|n| n.contains("blocked time-series")));
+    }
 
     #[test]
     fn repeated_runs_share_a_group() {

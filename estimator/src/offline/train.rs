@@ -40,13 +40,18 @@ pub struct NodeTraining {
     pub chosen_cv: Vec<GroupResult>,
     /// Label of the chosen candidate.
     pub chosen: String,
+    /// Per spec label: CV rows the power bounds clamped, and CV rows predicted.
+    pub clamped: Vec<(String, usize, usize)>,
     /// Notes for the report.
     pub notes: Vec<String>,
 }
 
 /// Trains every node found in the traces and writes the model file (and the report).
 pub fn run(args: &TrainArgs) -> anyhow::Result<ModelFile> {
-    let nodes = samples::load(&args.traces, args.options.features.as_deref())?;
+    let nodes = samples::load(&args.traces, args.options.features.as_deref())?
+        .iter()
+        .map(|s| Ok(args.options.cv_samples(s)?.0.into_owned()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let mut trained = Vec::new();
     for s in &nodes {
         trained.push(node(s, &args.options)?);
@@ -85,20 +90,12 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<ModelFile> {
 
 /// Selects, refits and describes one node's model.
 pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining> {
-    let (holdable, always) = o.split_groups(s)?;
-    if holdable.len() < 2 {
-        bail!(
-            "node {}: grouped cross-validation needs at least 2 workloads that can be held out, \
-             found {} ({:?})",
-            s.node,
-            holdable.len(),
-            s.groups
-        );
-    }
+    let (s, holdable, always) = o.cv_samples(s)?;
+    let s = s.as_ref();
     let mut notes = s.notes.clone();
     let mut specs = evaluate::candidate_specs(s, &o.candidates, o.counter_variants);
     specs.extend(baselines::specs(s, &o.stress_pattern, &mut notes));
-    let splits = cv::splits(s, &holdable, &always, o.folds.unwrap_or(holdable.len()));
+    let splits = cv::splits(s, &holdable, &always, o.inner_folds(s, holdable.len()));
     let jobs: Vec<Job> = splits
         .iter()
         .flat_map(|split| {
@@ -124,6 +121,18 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
             }
         }
     }
+    let clamped = specs
+        .iter()
+        .zip(&per_spec)
+        .map(|(spec, r)| {
+            let hit = r.iter().map(|g| g.clamped).sum();
+            (
+                spec.label.clone(),
+                hit,
+                r.iter().map(|g| g.rows.len()).sum(),
+            )
+        })
+        .collect();
     let mut rows = Vec::new();
     let mut means: Vec<Option<Score>> = Vec::new();
     for (spec, results) in specs.iter().zip(&per_spec) {
@@ -148,6 +157,7 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
     let spec = &specs[best];
     let all_rows: Vec<usize> = (0..s.y.len()).collect();
     let fitted = fit::fit(s, &all_rows, &spec.columns, &spec.candidate)?;
+    notes.extend(dropped_note(s, &spec.label, &fitted));
     let mut baseline_models = Vec::new();
     for b in specs.iter().filter(|b| b.baseline) {
         let rows = match &b.only_groups {
@@ -155,11 +165,15 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
             None => all_rows.clone(),
         };
         match fit::fit(s, &rows, &b.columns, &b.candidate) {
-            Ok(f) => baseline_models.push(BaselineModel {
-                name: b.label.clone(),
-                features: f.scaling,
-                regressor: f.kind,
-            }),
+            Ok(f) => {
+                notes.extend(dropped_note(s, &b.label, &f));
+                baseline_models.push(BaselineModel {
+                    name: b.label.clone(),
+                    features: f.scaling,
+                    regressor: f.kind,
+                    power_bounds: Some(f.bounds),
+                })
+            }
             Err(e) => notes.push(format!("{}: {} not stored: {e:#}", s.node, b.label)),
         }
     }
@@ -174,6 +188,9 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
     scores
         .extra
         .insert("cv_rmse_watts".into(), best_score.rmse_watts);
+    if let Some(k) = s.time_blocks {
+        scores.extra.insert("cv_time_blocks".into(), k as f64);
+    }
     if let Some(per) = &per_candidate[best] {
         scores
             .extra
@@ -212,6 +229,7 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
         scores,
         source: None,
         baselines: baseline_models,
+        power_bounds: Some(fitted.bounds),
         recalibrations: Vec::new(),
     };
     Ok(NodeTraining {
@@ -219,7 +237,23 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
         rows,
         chosen_cv: per_spec[best].clone(),
         chosen: spec.label.clone(),
+        clamped,
         notes,
+    })
+}
+
+/// What the final fit of `label` left out, for the report.
+fn dropped_note(s: &NodeSamples, label: &str, f: &fit::Fitted) -> Option<String> {
+    (!f.dropped.is_empty()).then(|| {
+        let names: Vec<&str> = f.dropped.iter().map(|&c| s.features[c].column()).collect();
+        format!(
+            "{}: {label} leaves out {} (constant or collinear in its training rows); its \
+             predictions are clamped into [{:.2}, {:.2}] W",
+            s.node,
+            names.join(", "),
+            f.bounds.min_watts,
+            f.bounds.max_watts
+        )
     })
 }
 
@@ -232,7 +266,7 @@ fn markdown(s: &NodeSamples, t: &NodeTraining, o: &OfflineOptions) -> String {
         "Chosen: `{}` (model `{}`), {}, mean MAPE {:.2} % over workloads {}. Rule: {}.\n",
         t.chosen,
         m.name,
-        o.cv_name(),
+        o.cv_name(s),
         m.scores.cv_mape_percent.unwrap_or(f64::NAN),
         s.groups.join(", "),
         select::RULE
@@ -240,6 +274,8 @@ fn markdown(s: &NodeSamples, t: &NodeTraining, o: &OfflineOptions) -> String {
     md.push_str(&report::trace_list(s));
     md.push_str("Cross-validation, mean over held-out workloads (baselines side by side):\n\n");
     md.push_str(&report::all_table(&t.rows));
+    md.push('\n');
+    md.push_str(&report::clamp_summary(&t.clamped));
     let _ = writeln!(
         md,
         "\nIdle power: {:.2} W. Attribution weights (non-negative least squares on raw features):\n",

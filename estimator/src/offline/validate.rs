@@ -75,7 +75,9 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
         let mut node_rows = Vec::new();
         let mut results = Vec::new();
         let mut labels = vec![model.name.as_str()];
-        let (rows_m, results_m) = score_groups(s, &model.name, |v| model.predict(v))?;
+        let mut clamped = Vec::new();
+        let (rows_m, results_m) = score_groups(s, &model.name, |v| model.predict_bounded(v))?;
+        clamped.push(clamp_count(&model.name, &results_m));
         node_rows.extend(rows_m);
         results.extend(results_m);
         let mut skipped = Vec::new();
@@ -92,7 +94,8 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
                 ));
                 continue;
             }
-            let (rows_b, _) = score_groups(s, &b.name, |v| b.predict(v))?;
+            let (rows_b, results_b) = score_groups(s, &b.name, |v| b.predict_bounded(v))?;
+            clamped.push(clamp_count(&b.name, &results_b));
             node_rows.extend(rows_b);
             labels.push(&b.name);
         }
@@ -107,6 +110,8 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
         md.push_str(&report::workload_table(&node_rows, &s.node, &labels));
         md.push('\n');
         md.push_str(&report::all_table(&node_rows));
+        md.push('\n');
+        md.push_str(&report::clamp_summary(&clamped));
         if let Some(cv) = model.scores.cv_mape_percent {
             let _ = writeln!(md, "\nTraining CV MAPE for comparison: {cv:.2} %.");
         }
@@ -127,16 +132,26 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
 /// Held-out predictions with the label of the model that made them (what the plots draw).
 type Labelled = Vec<(GroupResult, String)>;
 
+/// `(label, clamped rows, rows)` over one predictor's results.
+fn clamp_count(label: &str, results: &Labelled) -> (String, usize, usize) {
+    (
+        label.to_string(),
+        results.iter().map(|r| r.0.clamped).sum(),
+        results.iter().map(|r| r.0.rows.len()).sum(),
+    )
+}
+
 /// Per-workload rows (and the plot data) of one predictor over every group of the node.
 fn score_groups(
     s: &NodeSamples,
     label: &str,
-    predict: impl Fn(&FeatureValues) -> Result<f64, ModelError>,
+    predict: impl Fn(&FeatureValues) -> Result<(f64, bool), ModelError>,
 ) -> anyhow::Result<(Vec<SummaryRow>, Labelled)> {
     let mut per = Vec::new();
     let mut results = Vec::new();
     for g in 0..s.groups.len() {
         let rows_g = s.rows_of(&[g]);
+        let mut clamped = 0;
         let predicted = rows_g
             .iter()
             .map(|&i| {
@@ -144,9 +159,11 @@ fn score_groups(
                 for (c, &f) in s.features.iter().enumerate() {
                     v.set(f, Some(s.x.row(i)[c]));
                 }
-                predict(&v)
+                let (w, hit) = predict(&v)?;
+                clamped += usize::from(hit);
+                Ok(w)
             })
-            .collect::<Result<Vec<f64>, _>>()?;
+            .collect::<Result<Vec<f64>, ModelError>>()?;
         let measured: Vec<f64> = rows_g.iter().map(|&i| s.y[i]).collect();
         let sc = score(&measured, &predicted);
         per.push((s.groups[g].clone(), sc));
@@ -156,6 +173,7 @@ fn score_groups(
                 rows: rows_g,
                 predicted,
                 score: sc,
+                clamped,
             },
             label.to_string(),
         ));

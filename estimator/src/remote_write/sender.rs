@@ -9,8 +9,8 @@ use tracing::{debug, warn};
 use crate::endpoint::Endpoint;
 use crate::telemetry::Telemetry;
 use greenpipe_remote_write::{
-    batches, encode, sample_count, BatchLimits, TimeSeries, CONTENT_ENCODING, CONTENT_TYPE,
-    VERSION, VERSION_HEADER,
+    BatchLimits, BatchWriter, EncodedBatch, TimeSeries, CONTENT_ENCODING, CONTENT_TYPE, VERSION,
+    VERSION_HEADER,
 };
 
 /// Backoff between attempts of one request: `min * 2^attempt`, capped at `max`, times a random
@@ -83,14 +83,29 @@ impl Sender {
         }
     }
 
+    /// The request limits bodies must keep to.
+    pub fn limits(&self) -> BatchLimits {
+        self.limits
+    }
+
     /// Sends `series` in order, batch after batch. Returns once every batch was accepted or
     /// refused; retryable failures are retried for as long as it takes (the caller's deadline,
     /// e.g. shutdown, cancels the future).
     pub async fn send(&self, series: Vec<TimeSeries>) -> SendReport {
+        let mut writer = BatchWriter::compressing(self.limits);
+        for ts in &series {
+            writer.push(ts);
+        }
+        self.send_encoded(writer.finish()).await
+    }
+
+    /// [`Sender::send`] of bodies laid out already, by a [`BatchWriter::compressing`] with this
+    /// sender's [`Sender::limits`].
+    pub async fn send_encoded(&self, batches: Vec<EncodedBatch>) -> SendReport {
         let mut report = SendReport::default();
-        for batch in batches(series, self.limits) {
-            let samples = sample_count(&batch);
-            let body = encode(batch);
+        for batch in batches {
+            let samples = batch.samples;
+            let body = batch.body;
             let mut attempt = 0u32;
             loop {
                 match self.attempt(&body).await {

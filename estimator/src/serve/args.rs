@@ -11,6 +11,7 @@ use super::pipeline::PipelineConfig;
 use crate::attribution::IdleSplit;
 use crate::endpoint::{AuthFlags, Endpoint};
 use crate::model_registry::ModelRegistry;
+use crate::promql::Engine;
 use crate::remote_write::{BatchLimits, RetryPolicy};
 use crate::shard::Shard;
 
@@ -23,6 +24,11 @@ pub struct ServeArgs {
     /// Basic-auth user towards Prometheus.
     #[arg(long = "prometheus.username")]
     pub prometheus_username: Option<String>,
+    /// What serves --prometheus-url's query API; sets the --delay default and the request
+    /// parameters that make it answer completely or fail (Thanos partial responses,
+    /// VictoriaMetrics' cache).
+    #[arg(long = "prometheus.engine", value_enum, default_value_t = Engine::Prometheus)]
+    pub prometheus_engine: Engine,
     /// File holding the basic-auth password towards Prometheus.
     #[arg(long = "prometheus.password-file")]
     pub prometheus_password_file: Option<PathBuf>,
@@ -77,15 +83,24 @@ pub struct ServeArgs {
     /// Time between ticks; tick times are multiples of it since the Unix epoch.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub interval: Duration,
-    /// Window of `rate()` over the exporters' counters; at least two scrape intervals.
-    #[arg(long = "rate-window", default_value = "5s", value_parser = humantime::parse_duration)]
-    pub rate_window: Duration,
-    /// How long after a tick it is evaluated, so the scrapes it needs have been ingested.
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
-    pub delay: Duration,
-    /// This replica's share of the fleet, `i/n` (nodes by hash of their name).
+    /// Window of `rate()` over the exporters' counters; at least two scrape intervals
+    /// [default: 4 x --interval, at least 5s].
+    #[arg(long = "rate-window", value_parser = humantime::parse_duration)]
+    pub rate_window: Option<Duration>,
+    /// How long after a tick it is evaluated, so the scrapes it needs are queryable
+    /// [default: 2s; 5s for thanos and mimir; 32s for victoriametrics, whose
+    /// -search.latencyOffset hides the newest 30s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub delay: Option<Duration>,
+    /// This replica's share of the fleet, `i/n`: the nodes whose name Prometheus' `hashmod`
+    /// maps to i. Each replica's queries select only those nodes.
     #[arg(long, default_value = "0/1")]
     pub shard: Shard,
+    /// Label that a `hashmod` relabel rule over `node` (modulus n) sets on the source's series;
+    /// the queries then select `<label>="i"`. Without it, a cheap node-list query finds the
+    /// shard's nodes and the queries select them by name.
+    #[arg(long = "shard.label")]
+    pub shard_label: Option<String>,
     /// How idle power is split over containers.
     #[arg(long = "idle-split", value_enum, default_value_t = IdleSplit::Processes)]
     pub idle_split: IdleSplit,
@@ -96,12 +111,20 @@ pub struct ServeArgs {
     /// Most ticks read by one range query while catching up.
     #[arg(long = "backfill.max-ticks-per-query", default_value_t = 60)]
     pub backfill_max_ticks: usize,
+    /// Live ticks read together by one range query: N amortises each query's fixed cost and the
+    /// decoding of every series' labels over N ticks, at the price of N-1 ticks of extra lag.
+    #[arg(long = "read.ticks-per-query", default_value_t = 1)]
+    pub read_ticks: usize,
     /// Timeout of one HTTP request.
     #[arg(long = "http.timeout", default_value = "30s", value_parser = humantime::parse_duration)]
     pub http_timeout: Duration,
     /// Address of the self-metrics endpoint.
     #[arg(long = "web.listen-address", default_value = ":9911")]
     pub listen_address: String,
+    /// exporter-toolkit web config for the self-metrics endpoint (TLS, client certificates, basic
+    /// auth; YAML).
+    #[arg(long = "web.config.file")]
+    pub web_config_file: Option<PathBuf>,
 }
 
 /// Validated configuration.
@@ -109,6 +132,8 @@ pub struct ServeArgs {
 pub struct Config {
     /// Self-metrics address.
     pub listen: SocketAddr,
+    /// `--web.config.file`, loaded and checked.
+    pub web: Option<std::sync::Arc<greenpipe_web::WebConfig>>,
     /// Everything the loop needs.
     pub pipeline: PipelineConfig,
 }
@@ -116,6 +141,18 @@ pub struct Config {
 impl ServeArgs {
     /// Checks the flags, loads the model file and builds the HTTP clients.
     pub fn into_config(self) -> anyhow::Result<Config> {
+        let rate_window = self
+            .rate_window
+            .unwrap_or_else(|| (self.interval * 4).max(Duration::from_secs(5)));
+        let delay = self
+            .delay
+            .unwrap_or_else(|| self.prometheus_engine.default_delay());
+        if let Some(name) = &self.shard_label {
+            anyhow::ensure!(
+                is_label_name(name),
+                "--shard.label {name:?} is not a label name"
+            );
+        }
         anyhow::ensure!(
             self.interval >= Duration::from_millis(10),
             "--interval {:?} is too short",
@@ -126,13 +163,16 @@ impl ServeArgs {
             "--interval must be a whole number of milliseconds"
         );
         anyhow::ensure!(
-            self.rate_window >= self.interval,
-            "--rate-window {:?} is shorter than --interval",
-            self.rate_window
+            rate_window >= self.interval,
+            "--rate-window {rate_window:?} is shorter than --interval"
         );
         anyhow::ensure!(
             self.backfill_max_ticks >= 1,
             "--backfill.max-ticks-per-query must be >= 1"
+        );
+        anyhow::ensure!(
+            (1..=self.backfill_max_ticks).contains(&self.read_ticks),
+            "--read.ticks-per-query must be between 1 and --backfill.max-ticks-per-query"
         );
         anyhow::ensure!(
             self.max_samples_per_request >= 1,
@@ -168,18 +208,23 @@ impl ServeArgs {
         let models = ModelRegistry::open(&self.models)?;
         Ok(Config {
             listen: parse_listen_address(&self.listen_address)?,
+            web: greenpipe_web::load(self.web_config_file.as_deref())?,
             pipeline: PipelineConfig {
                 prometheus,
                 progress,
                 remote_write,
                 models,
                 interval: self.interval,
-                rate_window: self.rate_window,
-                delay: self.delay,
+                rate_window,
+                delay,
                 shard: self.shard,
+                shard_label: self.shard_label,
+                engine: self.prometheus_engine,
+                http_timeout: self.http_timeout,
                 idle_split: self.idle_split,
                 backfill_max_age: self.backfill_max_age,
                 backfill_max_ticks: self.backfill_max_ticks,
+                read_ticks: self.read_ticks,
                 batch: BatchLimits {
                     max_samples: self.max_samples_per_request,
                     max_bytes: self.max_bytes_per_request,
@@ -191,4 +236,13 @@ impl ServeArgs {
             },
         })
     }
+}
+
+/// `[a-zA-Z_][a-zA-Z0-9_]*`, Prometheus' label-name syntax.
+fn is_label_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

@@ -9,7 +9,7 @@ mod args;
 mod pipeline;
 
 pub use args::ServeArgs;
-pub use pipeline::{align_down, Pipeline, PipelineConfig};
+pub use pipeline::{align_down, resume_tick, Pipeline, PipelineConfig};
 
 use std::sync::Arc;
 
@@ -33,7 +33,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on {listen}"))?;
         info!(address = %listener.local_addr()?, "serving self metrics");
-        let server = axum::serve(listener, crate::http::app(telemetry));
+        let server = greenpipe_web::serve(
+            listener,
+            crate::http::app(telemetry),
+            config.web,
+            std::future::pending(),
+        );
         // SIGHUP re-reads the model files (it used to end the process, its default action).
         let reload = pipeline.reload_flag();
         let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
@@ -45,7 +50,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
         tokio::select! {
-            r = server => r.context("HTTP server")?,
+            r = server => r?,
             r = pipeline.run() => r?,
             _ = shutdown_signal() => info!("shutting down"),
         }

@@ -17,12 +17,13 @@ use tracing::{info, warn};
 
 use crate::attribution::IdleSplit;
 use crate::endpoint::Endpoint;
-use crate::estimate::{estimate_tick, tick_series, SkipReason};
+use crate::energy::Ledger;
+use crate::estimate::{estimate_tick, write_tick, SkipReason};
 use crate::model_registry::ModelRegistry;
 use crate::models;
-use crate::promql::{decode_matrix, Answer, Prometheus};
-use crate::readout::{assemble, QuerySet, Tick};
-use crate::remote_write::{BatchLimits, RetryPolicy, Sample, Sender, TimeSeries};
+use crate::promql::{decode_answer, decode_matrix, Answer, Engine, Prometheus, QueryFailure};
+use crate::readout::{assemble, node_list_query, node_matcher, QuerySet, Tick};
+use crate::remote_write::{BatchLimits, BatchWriter, RetryPolicy, Sample, Sender, TimeSeries};
 use crate::shard::Shard;
 use crate::telemetry::Telemetry;
 
@@ -45,12 +46,21 @@ pub struct PipelineConfig {
     pub delay: Duration,
     /// This replica's nodes.
     pub shard: Shard,
+    /// Label that the source's `hashmod` relabel rule sets to the shard index; `None`: select
+    /// this shard's nodes by name, from a node-list query.
+    pub shard_label: Option<String>,
+    /// What serves `prometheus`.
+    pub engine: Engine,
+    /// Per-request timeout, also passed to the engine.
+    pub http_timeout: Duration,
     /// Idle split.
     pub idle_split: IdleSplit,
     /// Oldest tick to backfill.
     pub backfill_max_age: Duration,
     /// Ticks per range query.
     pub backfill_max_ticks: usize,
+    /// Live ticks read together.
+    pub read_ticks: usize,
     /// Remote-write request limits.
     pub batch: BatchLimits,
     /// Remote-write retries.
@@ -64,14 +74,15 @@ struct Active {
 }
 
 impl Active {
-    fn new(models: Arc<ModelFile>, rate_window: Duration) -> Active {
-        let queries = queries_for(&[&models], rate_window);
+    fn new(models: Arc<ModelFile>, rate_window: Duration, matcher: &str) -> Active {
+        let queries = queries_for(&[&models], rate_window, matcher);
         Active { models, queries }
     }
 }
 
-/// The queries reading every input of every model of `sets`.
-fn queries_for(sets: &[&ModelFile], rate_window: Duration) -> QuerySet {
+/// The queries reading every input of every model of `sets`, `matcher` (empty: none) in every
+/// selector.
+fn queries_for(sets: &[&ModelFile], rate_window: Duration, matcher: &str) -> QuerySet {
     let mut all = ModelFile {
         schema_version: greenpipe_common::model::SCHEMA_VERSION,
         models: Vec::new(),
@@ -85,6 +96,7 @@ fn queries_for(sets: &[&ModelFile], rate_window: Duration) -> QuerySet {
         &container_features,
         rate_window,
         &models::selector_label_keys(&all),
+        matcher,
     )
 }
 
@@ -94,10 +106,23 @@ pub struct Pipeline {
     registry: Mutex<ModelRegistry>,
     active: Mutex<Arc<Active>>,
     reload_requested: Arc<AtomicBool>,
+    /// The shard label's matcher (or nothing), added to every selector.
+    shard_matcher: String,
     source: Prometheus,
     progress: Prometheus,
     sender: Sender,
+    energy: Ledger,
+    /// Ticks read by one range query; halved when the engine refuses the amount of work.
+    chunk_ticks: usize,
     telemetry: Arc<Telemetry>,
+}
+
+/// Which series of the source one read selects.
+enum Scope {
+    /// The precomputed queries: the whole fleet, or this shard through its label.
+    Fixed,
+    /// These nodes only (may be none).
+    Nodes(Vec<String>),
 }
 
 /// `t` rounded down to a multiple of `step` (ms).
@@ -115,8 +140,14 @@ fn now_ms() -> i64 {
 impl Pipeline {
     /// Prepares the queries and clients.
     pub fn new(mut config: PipelineConfig, telemetry: Arc<Telemetry>) -> anyhow::Result<Pipeline> {
+        let shard_matcher = match &config.shard_label {
+            Some(name) if config.shard.is_partial() => {
+                format!("{name}=\"{}\"", config.shard.index)
+            }
+            _ => String::new(),
+        };
         let models = config.models.active();
-        let active = Active::new(models.clone(), config.rate_window);
+        let active = Active::new(models.clone(), config.rate_window, &shard_matcher);
         show_models(&telemetry, &models);
         telemetry.model_reload_success.set(1);
         info!(
@@ -130,14 +161,19 @@ impl Pipeline {
             registry: Mutex::new(registry),
             active: Mutex::new(Arc::new(active)),
             reload_requested: Arc::default(),
-            source: Prometheus::new(config.prometheus.clone()),
-            progress: Prometheus::new(config.progress.clone()),
+            shard_matcher,
+            source: Prometheus::of_engine(config.prometheus.clone(), config.engine)
+                .with_server_timeout(config.http_timeout),
+            progress: Prometheus::new(config.progress.clone())
+                .with_server_timeout(config.http_timeout),
             sender: Sender::new(
                 config.remote_write.clone(),
                 config.batch,
                 config.retry,
                 telemetry.clone(),
             ),
+            energy: Ledger::new(config.backfill_max_age.as_millis() as i64),
+            chunk_ticks: config.backfill_max_ticks,
             config,
             telemetry,
         })
@@ -215,7 +251,11 @@ impl Pipeline {
         }
         let before: Vec<String> = current.models.models.iter().map(|m| m.label()).collect();
         let candidate = Arc::new(candidate);
-        let active = Arc::new(Active::new(candidate.clone(), self.config.rate_window));
+        let active = Arc::new(Active::new(
+            candidate.clone(),
+            self.config.rate_window,
+            &self.shard_matcher,
+        ));
         self.registry
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -250,16 +290,20 @@ impl Pipeline {
 
     /// Runs until the future is dropped. Nothing here is fatal: failed queries are retried with
     /// backoff, failed writes inside the sender (bad configuration was refused at start).
-    pub async fn run(self) -> anyhow::Result<()> {
+    pub async fn run(mut self) -> anyhow::Result<()> {
         let step = self.step_ms();
         let mut next: Option<i64> = None;
         let mut failures = 0u32;
         loop {
             let next_tick = match next {
                 Some(t) => t,
-                None => match self.resume_point().await {
+                None => match self.resume().await {
                     Ok(Some(last)) => {
-                        info!(last_tick_ms = last, "resuming after the last tick written");
+                        info!(
+                            last_tick_ms = last,
+                            energy_series = self.energy.len(),
+                            "resuming after the last tick written"
+                        );
                         last + step
                     }
                     Ok(None) => {
@@ -281,7 +325,8 @@ impl Pipeline {
                 step,
             ) + step;
             let first = if next_tick < horizon {
-                let lost = (horizon - next_tick) / step;
+                // Bounded by the horizon: a resume point can never make this absurd.
+                let lost = horizon.saturating_sub(next_tick) / step;
                 warn!(
                     ticks = lost,
                     "ticks older than --backfill.max-age are given up"
@@ -291,21 +336,35 @@ impl Pipeline {
             } else {
                 next_tick
             };
-            if first > ready {
-                let wait_ms = first + self.config.delay.as_millis() as i64 - now_ms();
+            // Live, wait until --read.ticks-per-query ticks are ready (backfill has them all).
+            let batch_last = first + (self.config.read_ticks as i64 - 1) * step;
+            if batch_last > ready {
+                let wait_ms = batch_last + self.config.delay.as_millis() as i64 - now_ms();
                 tokio::time::sleep(Duration::from_millis(wait_ms.clamp(1, 60_000) as u64)).await;
                 next = Some(first);
                 continue;
             }
-            let last = ready.min(first + (self.config.backfill_max_ticks as i64 - 1) * step);
+            let last = ready.min(first + (self.chunk_ticks as i64 - 1) * step);
             match self.process(first, last, ready).await {
                 Ok(()) => {
                     failures = 0;
                     next = Some(last + step);
+                    self.chunk_ticks = (self.chunk_ticks * 2).min(self.config.backfill_max_ticks);
                 }
                 Err(e) => {
-                    failures += 1;
                     next = Some(first);
+                    let too_big = QueryFailure::of(&e).is_some_and(QueryFailure::is_too_big);
+                    if too_big && last > first {
+                        // Fewer ticks per query, at once: the same range would fail again.
+                        self.chunk_ticks = (((last - first) / step + 1) as usize / 2).max(1);
+                        warn!(
+                            error = %format!("{e:#}"),
+                            ticks_per_query = self.chunk_ticks,
+                            "the engine refused the query's size; asking for fewer ticks"
+                        );
+                        continue;
+                    }
+                    failures += 1;
                     self.backoff("reading the fleet's usage", &e, failures)
                         .await;
                 }
@@ -320,16 +379,20 @@ impl Pipeline {
     }
 
     /// Reads ticks `first..=last`, then estimates and writes them one by one, in order.
-    async fn process(&self, first: i64, last: i64, ready: i64) -> anyhow::Result<()> {
+    async fn process(&mut self, first: i64, last: i64, ready: i64) -> anyhow::Result<()> {
         let step = self.step_ms();
         // Models change only here, between batches: every tick is estimated with one set.
         let mut active = self.active_set();
         let candidate = self.poll_models();
         let read = match &candidate {
-            None => self.read(&active.queries, first, last).await,
+            None => {
+                self.read(&[&active.models], &active.queries, first, last)
+                    .await
+            }
             Some(c) => {
-                let both = queries_for(&[&active.models, c], self.config.rate_window);
-                self.read(&both, first, last).await
+                let sets = [&*active.models, c];
+                let both = queries_for(&sets, self.config.rate_window, &self.shard_matcher);
+                self.read(&sets, &both, first, last).await
             }
         };
         // The registry has seen the change already: when this batch cannot decide, the next
@@ -351,6 +414,7 @@ impl Pipeline {
         }
         for tick in &ticks {
             let estimates = estimate_tick(&active.models, tick, self.config.idle_split);
+            let energy = self.energy.record(&estimates, step);
             for (node, reason) in &estimates.skipped {
                 tracing::debug!(node, reason = reason.as_str(), "node skipped");
                 self.telemetry
@@ -358,9 +422,12 @@ impl Pipeline {
                     .with_label_values(&[reason.as_str()])
                     .inc();
             }
-            let mut series = tick_series(&estimates);
-            series.push(self.marker(tick.timestamp_ms));
-            self.sender.send(series).await;
+            // Laid out straight into request bodies: building the series first cost more than
+            // the rest of the tick at fleet scale.
+            let mut writer = BatchWriter::compressing(self.sender.limits());
+            write_tick(&estimates, &energy, &mut writer);
+            writer.push(&self.marker(tick.timestamp_ms));
+            self.sender.send_encoded(writer.finish()).await;
             self.telemetry.ticks.inc();
             if tick.timestamp_ms < ready {
                 self.telemetry.ticks_backfilled.inc();
@@ -387,9 +454,61 @@ impl Pipeline {
         ts
     }
 
+    /// Which series this shard reads for ticks `first..=last`.
+    async fn scope(&self, first: i64, last: i64) -> anyhow::Result<Scope> {
+        if !self.config.shard.is_partial() || self.config.shard_label.is_some() {
+            return Ok(Scope::Fixed);
+        }
+        // One series per node: cheap next to the feature queries, and each of those then
+        // touches only this shard's series.
+        let span = Duration::from_millis((last - first) as u64) + self.config.rate_window;
+        let body = self.account(
+            "node_list",
+            self.source.query(&node_list_query(span), last).await,
+        )?;
+        let mut nodes: Vec<String> = self
+            .outcome("node_list", decode_matrix(&body))?
+            .iter()
+            .map(|s| s.label(label::NODE))
+            .filter(|n| !n.is_empty() && self.config.shard.owns(n))
+            .map(str::to_string)
+            .collect();
+        nodes.sort_unstable();
+        Ok(Scope::Nodes(nodes))
+    }
+
     /// Runs the tick queries over `first..=last` and assembles them.
-    pub async fn read(&self, q: &QuerySet, first: i64, last: i64) -> anyhow::Result<Vec<Tick>> {
+    /// `q` reads every input of the models of `sets` (with the shard label's matcher, if any);
+    /// a shard selecting its nodes by name builds its own from `sets`.
+    pub async fn read(
+        &self,
+        sets: &[&ModelFile],
+        q: &QuerySet,
+        first: i64,
+        last: i64,
+    ) -> anyhow::Result<Vec<Tick>> {
         let step = self.config.interval;
+        let count = ((last - first) / step.as_millis() as i64 + 1) as usize;
+        let scoped;
+        let q = match self.scope(first, last).await? {
+            Scope::Fixed => q,
+            Scope::Nodes(nodes) if nodes.is_empty() => {
+                return Ok(assemble(
+                    first,
+                    step.as_millis() as i64,
+                    count,
+                    &[],
+                    &[],
+                    &[],
+                    self.config.shard,
+                ))
+            }
+            Scope::Nodes(nodes) => {
+                let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+                scoped = queries_for(sets, self.config.rate_window, &node_matcher(&names));
+                &scoped
+            }
+        };
         let labels = async {
             match &q.node_labels {
                 Some(query) => self
@@ -404,13 +523,12 @@ impl Pipeline {
             self.query_source("container_features", &q.container, first, last),
             labels,
         )?;
-        let node = decode_matrix(&node)?;
-        let container = decode_matrix(&container)?;
+        let node = self.decode("node_features", &node)?;
+        let container = self.decode("container_features", &container)?;
         let labels = match &labels {
-            Some(body) => decode_matrix(body)?,
+            Some(body) => self.decode("node_labels", body)?,
             None => Vec::new(),
         };
-        let count = ((last - first) / step.as_millis() as i64 + 1) as usize;
         Ok(assemble(
             first,
             step.as_millis() as i64,
@@ -420,6 +538,23 @@ impl Pipeline {
             &labels,
             self.config.shard,
         ))
+    }
+
+    /// Decodes an answer, counting (and logging) the warnings the engine attached.
+    fn decode<'b>(
+        &self,
+        name: &str,
+        body: &'b [u8],
+    ) -> anyhow::Result<Vec<crate::promql::RangeSeries<'b>>> {
+        let decoded = self.outcome(name, decode_answer(body))?;
+        if !decoded.warnings.is_empty() {
+            warn!(query = name, warnings = ?decoded.warnings, "the engine attached warnings");
+            self.telemetry
+                .query_warnings
+                .with_label_values(&[name])
+                .inc_by(decoded.warnings.len() as u64);
+        }
+        Ok(decoded.series)
     }
 
     async fn query_source(
@@ -446,18 +581,74 @@ impl Pipeline {
         self.account(name, result)
     }
 
+    /// Counts a failed request; a request that got an answer is counted by [`Self::outcome`] once
+    /// its body has been decoded, so an answer that does not decode is never an `ok`.
     fn account(&self, name: &str, result: anyhow::Result<Answer>) -> anyhow::Result<Vec<u8>> {
-        let outcome = if result.is_ok() { "ok" } else { "error" };
-        self.telemetry
-            .queries
-            .with_label_values(&[name, outcome])
-            .inc();
+        if let Err(e) = &result {
+            self.count_failure(name, e);
+        }
         let answer = result.map_err(|e| e.context(format!("query {name}")))?;
         self.telemetry
             .query_duration
             .with_label_values(&[name])
             .observe(answer.elapsed.as_secs_f64());
         Ok(answer.body)
+    }
+
+    /// Counts the outcome of a query whose answer was decoded (and checked): `ok`, the engine's
+    /// failure kind, or `error` for a body that does not decode or holds impossible values.
+    fn outcome<T>(&self, name: &str, decoded: anyhow::Result<T>) -> anyhow::Result<T> {
+        match decoded {
+            Ok(v) => {
+                self.telemetry
+                    .queries
+                    .with_label_values(&[name, "ok"])
+                    .inc();
+                Ok(v)
+            }
+            Err(e) => {
+                self.count_failure(name, &e);
+                Err(e.context(format!("query {name}")))
+            }
+        }
+    }
+
+    fn count_failure(&self, name: &str, e: &anyhow::Error) {
+        let outcome =
+            QueryFailure::of(e).map_or_else(|| "error".to_string(), QueryFailure::outcome);
+        self.telemetry
+            .queries
+            .with_label_values(&[name, &outcome])
+            .inc();
+    }
+
+    /// Finds the last tick this shard wrote and restores the energy counters as they were
+    /// written at that tick.
+    async fn resume(&mut self) -> anyhow::Result<Option<i64>> {
+        let Some(last) = self.resume_point().await? else {
+            return Ok(None);
+        };
+        let window_s = self.config.backfill_max_age.as_secs().max(1);
+        let at = |metric: &str| format!("last_over_time({metric}[{window_s}s])");
+        let (node_query, container_query) = (
+            at(estimate::NODE_ENERGY_JOULES_TOTAL),
+            at(estimate::CONTAINER_ENERGY_JOULES_TOTAL),
+        );
+        let (node, container) = tokio::try_join!(
+            self.progress.query(&node_query, last),
+            self.progress.query(&container_query, last),
+        )?;
+        let node = self.account("energy_resume", Ok(node))?;
+        let container = self.account("energy_resume", Ok(container))?;
+        let mut energy = Ledger::new(self.config.backfill_max_age.as_millis() as i64);
+        energy.restore(
+            &self.outcome("energy_resume", decode_matrix(&node))?,
+            &self.outcome("energy_resume", decode_matrix(&container))?,
+            last,
+            self.config.shard,
+        );
+        self.energy = energy;
+        Ok(Some(last))
     }
 
     /// The last tick this shard wrote, from its marker series within the backfill horizon.
@@ -471,13 +662,49 @@ impl Pipeline {
         );
         // An instant query: VictoriaMetrics answers a one-point range query at "now" with nothing.
         let body = self.account("progress", self.progress.query(&query, now_ms()).await)?;
-        let matrix = decode_matrix(&body)?;
-        Ok(matrix
-            .first()
-            .and_then(|s| s.points.last())
-            .map(|&(_, v)| (v * 1000.0).round() as i64)
-            .filter(|t| *t > 0))
+        // A marker value that cannot be a tick makes the answer an error, like one that does not
+        // decode: both mean the progress API cannot be trusted right now.
+        let resume = decode_matrix(&body).and_then(|matrix| {
+            match matrix.first().and_then(|s| s.points.last()) {
+                None => Ok(None),
+                Some(&(_, value)) => resume_tick(
+                    value,
+                    self.step_ms(),
+                    now_ms(),
+                    self.config.backfill_max_age.as_millis() as i64,
+                ),
+            }
+        });
+        self.outcome("progress", resume)
     }
+}
+
+/// The tick to resume after, from the newest marker value (the tick's Unix time in seconds) found
+/// in the last `window_ms`. A value that cannot be such a tick (NaN, infinite, older than the
+/// window the query looked at) is an error, so the resume is retried rather than trusted and the
+/// abandoned-tick count stays bounded; a marker in the future (another writer, or this machine's
+/// clock went back) is ignored with a warning and the estimator starts live. Markers written with
+/// another `--interval` are rounded down to this one's ticks.
+pub fn resume_tick(
+    value: f64,
+    step_ms: i64,
+    now_ms: i64,
+    window_ms: i64,
+) -> anyhow::Result<Option<i64>> {
+    let oldest = now_ms - window_ms - step_ms;
+    anyhow::ensure!(
+        value.is_finite() && value * 1000.0 >= oldest as f64 && value < 1e13,
+        "progress marker value {value} is not a tick time of the last {window_ms} ms"
+    );
+    let tick = align_down((value * 1000.0).round() as i64, step_ms);
+    if tick > now_ms + step_ms {
+        warn!(
+            marker_ms = tick,
+            now_ms, "the newest progress marker is in the future; ignoring it and starting live"
+        );
+        return Ok(None);
+    }
+    Ok(Some(tick))
 }
 
 /// Sets the loaded-models gauge to exactly the models of `models`, by their versioned label.
@@ -488,5 +715,47 @@ fn show_models(telemetry: &Telemetry, models: &ModelFile) {
             .models_loaded
             .with_label_values(&[&m.label()])
             .set(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_700_000_000_500;
+    const HOUR: i64 = 3_600_000;
+
+    #[test]
+    fn a_plausible_marker_is_the_resume_point() {
+        let v = 1_699_999_990.0;
+        assert_eq!(
+            resume_tick(v, 1000, NOW, HOUR).unwrap(),
+            Some(1_699_999_990_000)
+        );
+        // Written with --interval 1s, read with 15s: rounded down to a 15 s tick.
+        assert_eq!(
+            resume_tick(1_699_999_991.0, 15_000, NOW, HOUR).unwrap(),
+            Some(1_699_999_980_000)
+        );
+    }
+
+    #[test]
+    fn a_bogus_marker_is_not_trusted() {
+        // The 1.8e19 abandoned ticks came from markers like these.
+        for v in [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -1.0,
+            1.0,
+            1e300,
+        ] {
+            assert!(resume_tick(v, 1000, NOW, HOUR).is_err(), "{v}");
+        }
+        let stale = (NOW - 2 * HOUR) as f64 / 1000.0;
+        assert!(resume_tick(stale, 1000, NOW, HOUR).is_err());
+        let future = (NOW + HOUR) as f64 / 1000.0;
+        assert_eq!(resume_tick(future, 1000, NOW, HOUR).unwrap(), None);
     }
 }

@@ -39,6 +39,9 @@ fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
 pub struct Stat {
     /// Ticks per mode of the aggregate line, in [`MODES`] order.
     pub modes: [u64; 8],
+    /// Whether the aggregate `cpu` line parsed: without it `modes` is not data (exporting zeros
+    /// would look like a counter reset and make `rate()` spike).
+    pub has_aggregate: bool,
     /// Number of `cpuN` lines.
     pub cpus: u32,
     /// `ctxt`.
@@ -57,7 +60,10 @@ pub fn parse_stat(text: &str) -> (Stat, u64) {
         if key == "cpu" {
             let values: Result<Vec<u64>, _> = fields.take(MODES.len()).map(str::parse).collect();
             match values {
-                Ok(v) if v.len() >= 4 => stat.modes[..v.len()].copy_from_slice(&v),
+                Ok(v) if v.len() >= 4 => {
+                    stat.modes[..v.len()].copy_from_slice(&v);
+                    stat.has_aggregate = true;
+                }
                 _ => malformed += 1,
             }
         } else if key.starts_with("cpu") {
@@ -79,7 +85,8 @@ impl Collector for CpuCollector {
             fs::read_to_string(&self.path).map_err(|e| CollectError::from_io(&self.path, e))?;
         let (stat, malformed) = parse_stat(&text);
         report.malformed_lines += malformed;
-        for (mode, ticks) in MODES.iter().zip(stat.modes) {
+        let modes = if stat.has_aggregate { &MODES[..] } else { &[] };
+        for (mode, ticks) in modes.iter().zip(stat.modes) {
             out.counter(
                 &contract::node::CPU_SECONDS_TOTAL,
                 &[(label::MODE, mode)],

@@ -135,8 +135,8 @@ pub fn whole_disk_totals(text: &str, filter: &mut DiskFilter) -> (DiskTotals, u6
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         match parse_line(line) {
             Some(d) if filter.includes(d.name) => {
-                totals.read_bytes += d.read_bytes;
-                totals.write_bytes += d.write_bytes;
+                totals.read_bytes = totals.read_bytes.saturating_add(d.read_bytes);
+                totals.write_bytes = totals.write_bytes.saturating_add(d.write_bytes);
                 totals.devices.push((d.major, d.minor));
             }
             Some(_) => {}

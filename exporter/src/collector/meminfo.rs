@@ -36,7 +36,7 @@ pub const STATES: [(&str, &str); 11] = [
 pub struct MemValues(pub [Option<u64>; STATES.len()]);
 
 impl MemValues {
-    fn get(&self, key: &str) -> Option<u64> {
+    pub fn get(&self, key: &str) -> Option<u64> {
         let i = STATES.iter().position(|(k, _)| *k == key)?;
         self.0[i]
     }

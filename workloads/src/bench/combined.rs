@@ -46,7 +46,7 @@ fn cpu_memory(env: &Env) -> anyhow::Result<Prepared> {
             let mut c = vec![0f32; N * N];
             let stream = vec![1.0f64; per];
             let mut at = 0usize;
-            Ok(Box::new(move || {
+            Ok(Box::new(move || -> anyhow::Result<u64> {
                 for row in 0..N {
                     for k in 0..N {
                         let av = a[row * N + k];
@@ -84,7 +84,7 @@ fn request_loop(env: &Env) -> anyhow::Result<Prepared> {
             let mut s = 11 + i as u64;
             let payload: Vec<u8> = (0..PAYLOAD).map(|_| xorshift(&mut s) as u8).collect();
             let mut reply = Vec::new();
-            Ok(Box::new(move || {
+            Ok(Box::new(move || -> anyhow::Result<u64> {
                 conn.write_all(&(PAYLOAD as u32).to_le_bytes())?;
                 conn.write_all(&payload)?;
                 let mut len = [0u8; 4];

@@ -67,13 +67,14 @@ struct Problem {
 }
 
 fn plan(proto: &ModelProto) -> anyhow::Result<Plan> {
+    crate::model::configure_tract();
     let model = tract_onnx::onnx()
         .model_for_proto_model(proto)?
         .into_optimized()?;
-    Ok(model.into_runnable_with_options(&RunOptions {
-        executor: Some(tract_onnx::tract_core::multithread::Executor::SingleThread),
+    model.into_runnable_with_options(&RunOptions {
+        executor: Some(tract_linalg::multithread::Executor::SingleThread),
         ..Default::default()
-    })?)
+    })
 }
 
 fn raw_tensor(name: &str, dims: &[i64], dt: DataType, raw: Vec<u8>) -> TensorProto {

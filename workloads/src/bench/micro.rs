@@ -66,7 +66,7 @@ fn plain(workers: Vec<Work>, params: serde_json::Value) -> Prepared {
 fn cpu_int(env: &Env) -> anyhow::Result<Prepared> {
     let workers = per_thread(env, |i| {
         let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ i as u64;
-        Ok(Box::new(move || {
+        Ok(Box::new(move || -> anyhow::Result<u64> {
             let mut acc = 0u64;
             for _ in 0..100_000 {
                 acc = acc
@@ -83,7 +83,7 @@ fn cpu_int(env: &Env) -> anyhow::Result<Prepared> {
 fn cpu_float(env: &Env) -> anyhow::Result<Prepared> {
     let workers = per_thread(env, |i| {
         let mut x = [1.0f64 + i as f64 * 1e-3; 8];
-        Ok(Box::new(move || {
+        Ok(Box::new(move || -> anyhow::Result<u64> {
             // Eight independent chains keep the FP units busy; values stay bounded (|a·x+b| with
             // a < 1 converges).
             for _ in 0..20_000 {
@@ -107,7 +107,7 @@ fn cpu_matrix(env: &Env) -> anyhow::Result<Prepared> {
             .collect();
         let b = a.clone();
         let mut c = vec![0.0f32; N * N];
-        Ok(Box::new(move || {
+        Ok(Box::new(move || -> anyhow::Result<u64> {
             for row in 0..N {
                 for k in 0..N {
                     let av = a[row * N + k];
@@ -132,7 +132,7 @@ fn memory_bandwidth(env: &Env) -> anyhow::Result<Prepared> {
         let mut c = vec![0.0f64; per];
         let chunk = 1 << 16;
         let mut at = 0usize;
-        Ok(Box::new(move || {
+        Ok(Box::new(move || -> anyhow::Result<u64> {
             // STREAM triad over the next chunk: 2 reads and 1 write of 8 bytes per element.
             let end = (at + chunk).min(per);
             for j in at..end {
@@ -188,7 +188,7 @@ fn cache(env: &Env, level: u32) -> anyhow::Result<Prepared> {
     let workers = per_thread(env, |i| {
         let data: Vec<u64> = (0..words as u64).collect();
         let mut s = 7 + i as u64;
-        Ok(Box::new(move || {
+        Ok(Box::new(move || -> anyhow::Result<u64> {
             let mut acc = 0u64;
             for _ in 0..50_000 {
                 acc = acc.wrapping_add(data[(xorshift(&mut s) as usize) % words]);
@@ -235,7 +235,7 @@ fn page_cache(env: &Env) -> anyhow::Result<Prepared> {
         let paths = paths.clone();
         let mut next = i;
         let mut buf = vec![0u8; SIZE];
-        Ok(Box::new(move || {
+        Ok(Box::new(move || -> anyhow::Result<u64> {
             let p = &paths[next % paths.len()];
             next += 1;
             let mut f = File::open(p).with_context(|| p.display().to_string())?;
@@ -324,7 +324,7 @@ fn disk_sequential(env: &Env) -> anyhow::Result<Prepared> {
         let blocks = (size >> 20) as u64;
         let mut block = i as u64 % blocks;
         let mut writing = i % 2 == 0;
-        Ok(Box::new(move || {
+        Ok(Box::new(move || -> anyhow::Result<u64> {
             f.seek(SeekFrom::Start(block << 20))?;
             if writing {
                 f.write_all(buf.as_mut())?;
@@ -353,7 +353,7 @@ fn disk_random(env: &Env) -> anyhow::Result<Prepared> {
         let mut buf = Aligned::new(4096);
         let mut s = 99 + i as u64;
         let blocks = (size / 4096) as u64;
-        Ok(Box::new(move || {
+        Ok(Box::new(move || -> anyhow::Result<u64> {
             let mut n = 0;
             for _ in 0..16 {
                 let at = (xorshift(&mut s) % blocks) * 4096;
@@ -391,7 +391,7 @@ fn network_tcp(env: &Env) -> anyhow::Result<Prepared> {
         s.set_read_timeout(Some(Duration::from_secs(10)))?;
         let out = vec![0xa5u8; MSG];
         let mut back = vec![0u8; MSG];
-        Ok(Box::new(move || {
+        Ok(Box::new(move || -> anyhow::Result<u64> {
             s.write_all(&out)?;
             s.read_exact(&mut back)?;
             Ok(2 * MSG as u64)
@@ -414,7 +414,7 @@ fn network_udp(env: &Env) -> anyhow::Result<Prepared> {
         s.set_read_timeout(Some(Duration::from_millis(200)))?;
         let out = vec![0x3cu8; DGRAM];
         let mut back = vec![0u8; DGRAM];
-        Ok(Box::new(move || {
+        Ok(Box::new(move || -> anyhow::Result<u64> {
             let mut n = 0;
             // A burst of 32 datagrams, then collect what came back: UDP may drop, so only
             // bytes actually sent and received count.

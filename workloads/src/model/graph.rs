@@ -49,10 +49,13 @@ pub enum Init {
     Linear(f32),
 }
 
-/// Observed (min, max) of every quantized layer's input and output, by layer index.
+/// Observed (min, max) of a tensor.
+pub type Range = (f32, f32);
+
+/// Observed ranges of every quantized layer's input and output, by layer index.
 #[derive(Debug, Clone, Default)]
 pub struct Calibration {
-    pub ranges: HashMap<usize, ((f32, f32), (f32, f32))>,
+    pub ranges: HashMap<usize, (Range, Range)>,
 }
 
 /// What the builder emits.
@@ -370,18 +373,19 @@ impl GraphBuilder {
             "logits",
             Some(&[batch as i64, logits.channels as i64]),
         ));
+        let input_shape = [batch as i64, 3, size as i64, size as i64];
         for (_, input, output) in std::mem::take(&mut self.probes) {
-            self.outputs.push(value_info(&input, None));
+            // The first layer's probed input is the graph input itself: declaring it again as
+            // an output without a shape would erase the input's fact.
+            let shape = (input == "input").then_some(&input_shape[..]);
+            self.outputs.push(value_info(&input, shape));
             self.outputs.push(value_info(&output, None));
         }
         let graph = GraphProto {
             node: self.nodes,
             name: name.to_string(),
             initializer: self.initializers,
-            input: vec![value_info(
-                "input",
-                Some(&[batch as i64, 3, size as i64, size as i64]),
-            )],
+            input: vec![value_info("input", Some(&input_shape))],
             output: self.outputs,
             ..Default::default()
         };

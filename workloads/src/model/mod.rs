@@ -169,6 +169,8 @@ impl Engine {
     /// on `calibration` (a preprocessed batch) to choose activation ranges.
     pub fn build(spec: &ModelSpec, calibration: &[f32]) -> anyhow::Result<Engine> {
         spec.validate()?;
+        // Before any optimisation: that is where tract picks its kernels.
+        configure_tract();
         let mode = match spec.precision {
             Precision::F32 | Precision::F16 => Mode::Float,
             Precision::Int8 => Mode::Int8(calibrate(spec, calibration)?),
@@ -197,6 +199,12 @@ impl Engine {
         &self.spec
     }
 
+    /// The datum type the plan takes its input in: f16 for an f16 model (the translator
+    /// converts every f32 tensor), f32 otherwise (int8 quantizes inside the graph).
+    pub fn input_datum_type(&self) -> DatumType {
+        self.input_type
+    }
+
     /// Runs one batch (`spec.input_len()` values, NCHW); returns `batch × 1000` logits.
     pub fn infer(&self, input: &[f32]) -> anyhow::Result<Vec<f32>> {
         if input.len() != self.spec.input_len() {
@@ -215,24 +223,42 @@ impl Engine {
         };
         let outputs = self.plan.run(tvec!(tensor.into()))?;
         let logits = outputs[0].cast_to::<f32>()?;
-        Ok(logits.as_slice::<f32>()?.to_vec())
+        Ok(logits
+            .to_plain_array_view::<f32>()?
+            .iter()
+            .copied()
+            .collect())
     }
+}
+
+/// Keeps tract off its AMX int8 matmul kernel (`avx512amx_mmm_i32_16x16`) unless the operator
+/// chose a `TRACT_CPU_ISA` of their own: in tract-linalg 0.23.9 that kernel reads past its B
+/// tile and crashed one int8 EfficientNet-B0 run in two on this machine's AMX CPU (SIGSEGV in
+/// `tileloaddt1`; none in eight runs without it). Must run before tract first probes the CPU.
+pub fn configure_tract() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("TRACT_CPU_ISA").is_none() {
+            if let Err(e) =
+                tract_onnx::tract_core::knobs::set_config_global("TRACT_CPU_ISA", "-amx-int8")
+            {
+                tracing::warn!(error = %e, "could not keep tract off its AMX int8 kernel");
+            }
+        }
+    });
 }
 
 fn runnable(model: TypedModel, threads: usize) -> anyhow::Result<Plan> {
     let executor = if threads > 1 {
-        tract_onnx::tract_core::multithread::Executor::multithread_with_name(
-            threads,
-            "greenpipe-infer",
-        )
+        tract_linalg::multithread::Executor::multithread_with_name(threads, "greenpipe-infer")
     } else {
-        tract_onnx::tract_core::multithread::Executor::SingleThread
+        tract_linalg::multithread::Executor::SingleThread
     };
     let options = RunOptions {
         executor: Some(executor),
         ..Default::default()
     };
-    Ok(model.into_runnable_with_options(&options)?)
+    model.into_runnable_with_options(&options)
 }
 
 /// The ONNX graph of `spec` in `mode`, and the probed layer indices (probe mode).
@@ -253,6 +279,12 @@ fn calibrate(spec: &ModelSpec, batch: &[f32]) -> anyhow::Result<Calibration> {
     let model = tract_onnx::onnx()
         .model_for_proto_model(&proto)
         .context("parsing the calibration graph")?
+        // The first probe re-exports the graph input as an output, which leaves tract's source
+        // node without a fact unless it is given again.
+        .with_input_fact(
+            0,
+            InferenceFact::dt_shape(f32::datum_type(), spec.input_shape()),
+        )?
         .into_optimized()?;
     let plan = runnable(model, spec.threads)?;
     let input = Tensor::from_shape(&spec.input_shape(), batch).context("calibration batch")?;
@@ -260,7 +292,7 @@ fn calibrate(spec: &ModelSpec, batch: &[f32]) -> anyhow::Result<Calibration> {
     let mut cal = Calibration::default();
     for (i, layer) in probes.iter().enumerate() {
         let range = |t: &TValue| -> anyhow::Result<(f32, f32)> {
-            let v = t.as_slice::<f32>()?;
+            let v = t.to_plain_array_view::<f32>()?;
             Ok(v.iter()
                 .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| {
                     (lo.min(*x), hi.max(*x))

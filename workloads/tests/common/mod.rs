@@ -37,7 +37,7 @@ impl Proc {
     }
 
     /// SIGTERM, then the exit status and stdout.
-    pub fn terminate(mut self) -> (std::process::ExitStatus, String) {
+    pub fn terminate(self) -> (std::process::ExitStatus, String) {
         // SAFETY: kill(2) on our own child.
         unsafe {
             libc::kill(self.pid(), libc::SIGTERM);

@@ -274,6 +274,8 @@ pub struct BoostParams {
     pub linear_base: bool,
     /// Share of rows each tree sees (stochastic boosting), 1 = all.
     pub subsample: f64,
+    /// Exact-split trees (`exact.rs`) instead of 64-bin histograms.
+    pub exact: bool,
 }
 
 /// Least-squares gradient boosting on standardised inputs.
@@ -323,6 +325,8 @@ pub struct ForestParams {
     pub trees: usize,
     /// Tree shape (`features_per_split` decorrelates the trees).
     pub tree: TreeParams,
+    /// Exact-split trees (`exact.rs`) instead of 64-bin histograms.
+    pub exact: bool,
 }
 
 /// Random forest of bootstrap trees on standardised inputs.
@@ -402,11 +406,21 @@ mod tests {
                 tree,
                 linear_base: false,
                 subsample: 1.0,
+                exact: false,
             },
             1,
         )
         .unwrap();
-        let rf = forest(&x, &y, ForestParams { trees: 20, tree }, 1);
+        let rf = forest(
+            &x,
+            &y,
+            ForestParams {
+                trees: 20,
+                tree,
+                exact: false,
+            },
+            1,
+        );
         for m in [gb, rf] {
             let lo = m.predict_scaled(&[0.1, 1.0]).unwrap();
             let hi = m.predict_scaled(&[0.95, 1.0]).unwrap();

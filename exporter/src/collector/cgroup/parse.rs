@@ -43,8 +43,8 @@ pub fn io_stat(text: &str, count: impl Fn(u32, u32) -> bool) -> (IoBytes, u64) {
         match (r, w) {
             (Some(r), Some(w)) => {
                 if count(dev.0, dev.1) {
-                    sum.read += r;
-                    sum.write += w;
+                    sum.read = sum.read.saturating_add(r);
+                    sum.write = sum.write.saturating_add(w);
                 }
             }
             _ => malformed += 1,
@@ -76,8 +76,8 @@ pub fn blkio_service_bytes(text: &str, count: impl Fn(u32, u32) -> bool) -> (IoB
             continue;
         }
         match op {
-            "Read" => sum.read += v,
-            "Write" => sum.write += v,
+            "Read" => sum.read = sum.read.saturating_add(v),
+            "Write" => sum.write = sum.write.saturating_add(v),
             _ => {}
         }
     }

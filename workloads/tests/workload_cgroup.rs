@@ -11,9 +11,16 @@ use std::time::Duration;
 use greenpipe_common::names::{container, exporter, label, source};
 use greenpipe_tests::cgroup::{container_id, unified_root, TestCgroup};
 use greenpipe_tests::scrape::{fetch, sample};
-use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard};
+use greenpipe_tests::{free_port, start_exporter, wait_for, Guard};
 
 const POD_UID: &str = "4f3e2d1c-0b0a-4987-8654-3210fedcba98";
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
 
 fn usage_seconds(dir: &Path) -> f64 {
     let text = std::fs::read_to_string(dir.join("cpu.stat")).expect("reading cpu.stat");
@@ -80,21 +87,10 @@ fn workload_in_a_pod_cgroup_is_seen_by_the_exporter_and_logged() {
     let rel = cg.add_pod_container(POD_UID, &id).unwrap();
     let dir = cg.dir(&rel);
 
-    let workload = workspace_binary("greenpipe-workload");
-    let port = free_port();
-    let child = Command::new(workspace_binary("greenpipe-exporter"))
-        .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
-        .args([
-            "--node-name",
-            "workload-test",
-            "--collection.interval",
-            "500ms",
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting the exporter");
-    let _exporter = Guard::new("exporter", child);
-    let url = format!("http://127.0.0.1:{port}/metrics");
+    // The binary cargo built for this test, with this build's features (building it again
+    // through `cargo build` would resolve features differently and rebuild the tract stack).
+    let workload = std::path::PathBuf::from(env!("CARGO_BIN_EXE_greenpipe-workload"));
+    let (_exporter, url) = start_exporter("workload-test", &[]);
     let before = wait_for(Duration::from_secs(30), || {
         container_cpu(&fetch(&url).ok()?, &id)
     })
@@ -103,7 +99,10 @@ fn workload_in_a_pod_cgroup_is_seen_by_the_exporter_and_logged() {
     let logdir = tempfile::tempdir().unwrap();
     let log = logdir.path().join("campaign.jsonl");
     let log_s = log.to_str().unwrap();
-    let web = format!("127.0.0.1:{}", free_port());
+    let web_port = free_port();
+    let web = format!("127.0.0.1:{web_port}");
+    let kernel_before = usage_seconds(&dir);
+    let spawned_at = unix_now();
     let mut infer = in_cgroup(
         &dir,
         &workload,
@@ -129,12 +128,18 @@ fn workload_in_a_pod_cgroup_is_seen_by_the_exporter_and_logged() {
         "infer failed: {status:?}"
     );
 
+    let exited_at = unix_now();
+    // The cgroup holds only the workload: what the kernel counted while it ran is its CPU.
+    let kernel_after = usage_seconds(&dir);
+    let used = kernel_after - kernel_before;
+    assert!(used > 0.1, "the workload used {used} CPU seconds");
     let after_text = fresh(&url);
     let after = container_cpu(&after_text, &id).unwrap();
     let kernel = usage_seconds(&dir);
+    // Collected after the exit, the exporter has all of it (cpu.stat in microseconds).
     assert!(
-        after > before + 0.5,
-        "container CPU {before} -> {after} s while a 4 s inference ran"
+        after - before >= used - 1e-3,
+        "container CPU {before} -> {after} s on the exporter, the kernel counted {used} s"
     );
     assert!(
         after <= kernel + 1e-6,
@@ -161,8 +166,12 @@ fn workload_in_a_pod_cgroup_is_seen_by_the_exporter_and_logged() {
         w[0]["end"].as_f64().unwrap(),
     );
     assert!(
-        end - start >= 4.0 && end - start < 60.0,
-        "window {start}..{end}"
+        end - start >= 4.0,
+        "window {start}..{end} shorter than --duration 4s"
+    );
+    assert!(
+        spawned_at <= start && end <= exited_at,
+        "window {start}..{end} outside the process's life {spawned_at}..{exited_at}"
     );
 
     // A benchmark cut short by SIGTERM: its window is written, marked incomplete.
@@ -187,11 +196,21 @@ fn workload_in_a_pod_cgroup_is_seen_by_the_exporter_and_logged() {
             log_s,
         ],
     );
-    std::thread::sleep(Duration::from_secs(3));
+    // SIGTERM once the benchmark has counted work (its signal handler is installed before).
+    let ops_url = format!("http://{web}/metrics");
+    wait_for(Duration::from_secs(60), || {
+        let ops = sample(
+            &fetch(&ops_url).ok()?,
+            "greenpipe_workload_operations_total",
+            &[("workload", "cpu-int")],
+        )?;
+        (ops > 0.0).then_some(())
+    })
+    .expect("the benchmark counts operations");
     let status = bench.terminate();
     assert!(status.is_some_and(|s| s.success()), "bench exit {status:?}");
     assert!(
-        usage_seconds(&dir) > cpu_before + 0.5,
+        usage_seconds(&dir) > cpu_before,
         "the benchmark used no CPU"
     );
     let w = windows(&log);

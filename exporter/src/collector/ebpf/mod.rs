@@ -8,22 +8,32 @@
 //! CPU shows smooth usage rather than lumps at each context switch.
 //!
 //! With `--collector.ebpf.per-process` the same programs also account per process; the
-//! per-process series are in [`processes`].
+//! per-process series are in [`processes`].//!
+//! Split by role: [`ledger`] (per-owner monotonic totals), [`slices`] (on-CPU time of the slices
+//! still running), [`emit`] (the declared families); this file loads the programs and ticks.
 
+mod emit;
+mod ledger;
 pub mod processes;
+mod slices;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+pub(crate) use emit::{emit_counters, Families};
+use emit::CONTAINER_FAMILIES;
+pub use ledger::{Ledger, Owner, Totals};
+use slices::READ_ATTEMPTS;
+pub use slices::{held_ns, no_flush_between, open_ns, running_ns, schedstat_runtime};
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::PathBuf;
 
 use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
-use greenpipe_common::contract::{self, Family};
+use greenpipe_common::contract;
 use tracing::warn;
 
 use super::{CollectError, Collector, Context, Report, Spec};
 use crate::bpf::abi::{CgroupCounters, RunningSlice};
-use crate::bpf::{self, Accounting, LoadError, Options, Signal, PROGRAMS};
+use crate::bpf::{self, Accounting, LoadError, Options, PROGRAMS};
 use crate::cgroup_ids::{mounted_v2_root, CgroupIndex};
-use crate::container_id::ContainerRef;
 use crate::metrics::MetricSet;
 
 /// Registry entry.
@@ -160,156 +170,6 @@ struct EbpfCollector {
     ticks: u64,
 }
 
-/// Who a cgroup's usage is exported under: a container, or `None` for the host ("system").
-pub type Owner = Option<ContainerRef>;
-
-/// Per-owner monotonic totals built from raw per-cgroup readings.
-#[derive(Debug, Default)]
-pub struct Ledger {
-    /// Last raw reading of each cgroup id, and its owner when it was last seen live.
-    last: HashMap<u64, (Owner, CgroupCounters)>,
-    totals: BTreeMap<Owner, Totals>,
-}
-
-/// One owner's totals.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Totals {
-    /// Sum of the growth of every cgroup of the owner.
-    pub counters: CgroupCounters,
-    /// CPU nanoseconds last exported (finished + running slices), never exported lower.
-    pub cpu_exported_ns: u64,
-}
-
-impl Ledger {
-    /// Records a raw reading of cgroup `id`. `owner` is `None` when the cgroup is no longer
-    /// live: its final growth goes to the owner it had when last seen.
-    pub fn record(&mut self, id: u64, owner: Option<Owner>, raw: CgroupCounters) -> Owner {
-        let (owner, growth) = match self.last.get(&id) {
-            Some((known, prev)) => (
-                owner.unwrap_or_else(|| known.clone()),
-                raw.growth_since(prev),
-            ),
-            None => (owner.flatten(), raw),
-        };
-        self.totals
-            .entry(owner.clone())
-            .or_default()
-            .counters
-            .add(&growth);
-        self.last.insert(id, (owner.clone(), raw));
-        owner
-    }
-
-    /// Forgets cgroup ids for which `keep` is false (deleted or evicted from the map).
-    pub fn retain_ids(&mut self, keep: impl Fn(u64) -> bool) {
-        self.last.retain(|id, _| keep(*id));
-    }
-
-    /// Drops containers with no live cgroup (the host total stays).
-    pub fn retain_owners(&mut self, live: &BTreeSet<Owner>) {
-        self.totals
-            .retain(|owner, _| owner.is_none() || live.contains(owner));
-    }
-
-    /// Exports an owner's CPU time: finished slices plus `running_ns` of open slices, never
-    /// below what was exported before (a slice read as running can end a few microseconds
-    /// before the tick's clock reading).
-    pub fn cpu_ns(&mut self, owner: &Owner, running_ns: u64) -> u64 {
-        let totals = self.totals.entry(owner.clone()).or_default();
-        let now = totals.counters.cpu_ns + running_ns;
-        totals.cpu_exported_ns = totals.cpu_exported_ns.max(now);
-        totals.cpu_exported_ns
-    }
-
-    /// Makes `owner` exported even before any of its cgroups reached the counters map.
-    pub fn ensure_owner(&mut self, owner: &Owner) {
-        self.totals.entry(owner.clone()).or_default();
-    }
-
-    /// Owners with totals.
-    pub fn owners(&self) -> impl Iterator<Item = (&Owner, &Totals)> {
-        self.totals.iter()
-    }
-}
-
-/// How long each CPU's open slice has run at `now_ns`: the running task's scheduler runtime
-/// since it was switched in (`runtime_of(tid)`, from `/proc/<tid>/schedstat`), which leaves
-/// out what the hypervisor stole and interrupts took, as finished slices and `cpu.stat` do;
-/// capped by the wall-clock time, which is used alone when the task is gone or is another
-/// task (procfs of another pid namespace, a reused id).
-pub fn open_ns(
-    slices: &[RunningSlice],
-    now_ns: u64,
-    runtime_of: impl Fn(u64) -> Option<u64>,
-) -> Vec<u64> {
-    slices
-        .iter()
-        .map(|s| {
-            if s.start_ns == 0 || now_ns <= s.start_ns || s.pid == 0 {
-                return 0;
-            }
-            let wall = now_ns - s.start_ns;
-            match runtime_of(s.pid) {
-                Some(runtime) if runtime >= s.start_runtime_ns => {
-                    wall.min(runtime - s.start_runtime_ns)
-                }
-                _ => wall,
-            }
-        })
-        .collect()
-}
-
-/// A thread's scheduler runtime in nanoseconds: the first field of `/proc/<tid>/schedstat`
-/// (updated at every switch and scheduler tick).
-pub fn schedstat_runtime(procfs: &Path, tid: u64) -> Option<u64> {
-    let text = std::fs::read_to_string(procfs.join(tid.to_string()).join("schedstat")).ok()?;
-    text.split_ascii_whitespace().next()?.parse().ok()
-}
-
-/// On-CPU nanoseconds of each cgroup not yet in the counters map: slices still running
-/// (`open`, per slice, from [`open_ns`]), and finished slices the BPF side holds per CPU until
-/// another cgroup runs there.
-pub fn running_ns(slices: &[RunningSlice], open: &[u64]) -> HashMap<u64, u64> {
-    held_ns(slices, open, |s| {
-        (s.cgroup_id, [(s.pending_cgroup, s.pending_ns), (0, 0)])
-    })
-}
-
-/// [`running_ns`] for any owner key: `fields` gives a slice's running owner and its held
-/// (owner, ns) pairs; owner 0 is nobody (the idle task, an empty slot).
-pub fn held_ns(
-    slices: &[RunningSlice],
-    open: &[u64],
-    fields: impl Fn(&RunningSlice) -> (u64, [(u64, u64); 2]),
-) -> HashMap<u64, u64> {
-    let mut out: HashMap<u64, u64> = HashMap::new();
-    for (s, open) in slices.iter().zip(open) {
-        let (running, held) = fields(s);
-        if running != 0 && *open != 0 {
-            *out.entry(running).or_default() += open;
-        }
-        for (owner, ns) in held {
-            if owner != 0 && ns != 0 {
-                *out.entry(owner).or_default() += ns;
-            }
-        }
-    }
-    out
-}
-
-/// Attempts at reading the maps while no CPU moves held time into them.
-const READ_ATTEMPTS: usize = 3;
-
-/// True when no CPU moved held time into a counters map between the two slice reads.
-pub fn no_flush_between(before: &[RunningSlice], after: &[RunningSlice]) -> bool {
-    before.len() == after.len()
-        && before
-            .iter()
-            .zip(after)
-            .all(|(b, a)| b.flushes == a.flushes)
-}
-
-/// Counters of the cgroups, of the processes (empty when off), and the per-CPU slices.
 type Reading = (
     Vec<(u64, CgroupCounters)>,
     Vec<(u32, CgroupCounters)>,
@@ -447,72 +307,10 @@ impl EbpfCollector {
     }
 }
 
-/// The declared families of one owner kind's counters (per container, or per process).
-pub(crate) struct Families {
-    pub cpu_seconds: &'static Family,
-    pub page_cache_hits: &'static Family,
-    pub page_cache_additions: &'static Family,
-    pub disk_bytes: &'static Family,
-    pub network_bytes: &'static Family,
-}
-
-const CONTAINER_FAMILIES: Families = Families {
-    cpu_seconds: &contract::container::CPU_SECONDS_TOTAL,
-    page_cache_hits: &contract::container::PAGE_CACHE_HITS_TOTAL,
-    page_cache_additions: &contract::container::PAGE_CACHE_ADDITIONS_TOTAL,
-    disk_bytes: &contract::container::DISK_BYTES_TOTAL,
-    network_bytes: &contract::container::NETWORK_BYTES_TOTAL,
-};
-
-/// The counters of one owner (labels `base`) that this kernel's programs provide.
-pub(crate) fn emit_counters(
-    out: &mut MetricSet,
-    accounting: &Accounting,
-    families: &Families,
-    base: &[(&'static str, &str)],
-    cpu_ns: u64,
-    c: &CgroupCounters,
-) {
-    let has = |s| accounting.has(s);
-    let with = |direction: &'static str| {
-        let mut labels = base.to_vec();
-        labels.push((label::DIRECTION, direction));
-        labels
-    };
-    let mut put = |family: &'static Family, labels: &[(&'static str, &str)], v: f64| {
-        out.counter(family, labels, v)
-    };
-    if has(Signal::CpuTime) {
-        put(families.cpu_seconds, base, cpu_ns as f64 / 1e9);
-    }
-    if has(Signal::PageCacheHits) {
-        put(families.page_cache_hits, base, c.page_cache_hits as f64);
-    }
-    if has(Signal::PageCacheAdditions) {
-        put(
-            families.page_cache_additions,
-            base,
-            c.page_cache_additions as f64,
-        );
-    }
-    if has(Signal::DiskBytes) {
-        for (direction, bytes) in [("read", c.disk_read_bytes), ("write", c.disk_write_bytes)] {
-            put(families.disk_bytes, &with(direction), bytes as f64);
-        }
-    }
-    for (signal, direction, bytes) in [
-        (Signal::NetworkReceive, "receive", c.net_rx_bytes),
-        (Signal::NetworkTransmit, "transmit", c.net_tx_bytes),
-    ] {
-        if has(signal) {
-            put(families.network_bytes, &with(direction), bytes as f64);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::container_id::ContainerRef;
 
     fn cpu(ns: u64) -> CgroupCounters {
         CgroupCounters {

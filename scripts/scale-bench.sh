@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Fleet-scale benchmark of `greenpipe-estimator serve` (a bench, not a test: it prints figures and
+# asserts nothing). For every fleet size N it starts N real exporters with distinct node names on
+# this machine, C pod-shaped cgroups (kubelet cgroupfs layout, one sleeping process each) that
+# every exporter reports, P real Prometheus servers scraping the exporters every second (P > 1:
+# sharded by `hashmod` over `node`, deploy/prometheus/sharding.yml) and K estimator replicas
+# (`--shard i/K`, replica i reading Prometheus i mod P and writing back into it). After a warm-up
+# it measures, over DURATION seconds:
+#   promql ms/tick   Σ PromQL request time per tick (the estimator's own histogram, all queries;
+#                    node and container queries run concurrently, so the tick waits less)
+#   est cpu ms/tick  estimator user+system CPU per tick, summed over replicas
+#   prom cpu ms/s    CPU of all Prometheus servers per second (scrapes, queries, remote writes)
+#   lag s            largest greenpipe_estimator_lag_seconds seen (now - last tick written; the
+#                    default --delay of 2 s is included)
+# and finally the largest N whose lag stayed at or below 3 s with 1 s ticks.
+#
+# Usage (root, after scripts/setup.sh):
+#   NODES="10 20 40" CONTAINERS=25 REPLICAS=1 PROMETHEUS=1 DURATION=60 scripts/scale-bench.sh
+# PROFILE=debug uses unoptimised binaries (quick check of the script; figures not representative).
+set -euo pipefail
+
+NODES=${NODES:-"10 20 40"}
+C=${CONTAINERS:-25}
+K=${REPLICAS:-1}
+P=${PROMETHEUS:-1}
+DURATION=${DURATION:-60}
+WARMUP=${WARMUP:-20}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+PROFILE=${PROFILE:-release}
+if [ "$PROFILE" = release ]; then
+  cargo build --release --quiet --bin greenpipe-exporter --bin greenpipe-estimator
+else
+  cargo build --quiet --bin greenpipe-exporter --bin greenpipe-estimator
+fi
+bin="$root/target/$PROFILE"
+work=$(mktemp -d /tmp/greenpipe-scale.XXXXXX)
+# The cgroup hierarchies the exporter reads: v2 (pure or hybrid's unified) and the v1
+# controllers it takes usage from on hybrid hosts.
+roots=()
+for r in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+  if [ -f "$r/cgroup.controllers" ]; then roots+=("$r"); break; fi
+done
+for c in cpuacct memory blkio; do
+  [ -f "/sys/fs/cgroup/$c/cgroup.procs" ] && roots+=("/sys/fs/cgroup/$c")
+done
+parent="greenpipe-scale-$$"
+pids=()
+sleepers=()
+
+stop_all() {
+  local pid
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  pids=()
+}
+
+cleanup() {
+  stop_all
+  local pid
+  for pid in "${sleepers[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${sleepers[@]}"; do wait "$pid" 2>/dev/null || true; done
+  local r
+  for r in "${roots[@]}"; do
+    if [ -d "$r/$parent" ]; then
+      find "$r/$parent" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    fi
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# C pod-shaped cgroups: <root>/<parent>/kubepods/burstable/pod<uid>/<64-hex id> in every
+# hierarchy, one process each.
+for c in $(seq 1 "$C"); do
+  uid=$(printf '%08x-%04x-4000-8000-%012x' $$ "$c" "$c")
+  id=$(printf '%016x%048x' $$ "$c")
+  sleep infinity &
+  sleepers+=($!)
+  for r in "${roots[@]}"; do
+    leaf="$r/$parent/kubepods/burstable/pod$uid/$id"
+    mkdir -p "$leaf"
+    echo "${sleepers[-1]}" > "$leaf/cgroup.procs"
+  done
+done
+
+# Arithmetic on decimals (awk: no extra package).
+calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
+
+# CPU seconds (user + system) of a process.
+cpu_seconds() {
+  awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
+}
+
+# Sum of an estimator self metric (all label sets) on a metrics URL.
+metric() {
+  curl -s "$1" | awk -v name="$2" '$1 == name || index($1, name "{") == 1 { s += $2 } END { print s + 0 }'
+}
+
+printf '%6s %4s %3s %3s %14s %16s %14s %7s\n' nodes ctrs K P "promql ms/tick" "est cpu ms/tick" "prom cpu ms/s" "lag s"
+largest=0
+for n in $NODES; do
+  targets=""
+  for i in $(seq 0 $((n - 1))); do
+    port=$(free_port)
+    "$bin/greenpipe-exporter" --node-name "scale-$i" --no-collector.ebpf \
+      --web.listen-address "127.0.0.1:$port" 2>/dev/null &
+    pids+=($!)
+    targets="$targets\"127.0.0.1:$port\", "
+  done
+  prom_urls=()
+  prom_pids=()
+  for p in $(seq 0 $((P - 1))); do
+    dir="$work/prometheus-$n-$p"
+    mkdir -p "$dir"
+    keep=""
+    if [ "$P" -gt 1 ]; then
+      keep="    metric_relabel_configs:
+      - source_labels: [node]
+        modulus: $P
+        target_label: shard
+        action: hashmod
+      - source_labels: [shard]
+        regex: \"$p\"
+        action: keep"
+    fi
+    cat > "$dir/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: greenpipe-exporter
+    scrape_interval: 1s
+    scrape_timeout: 1s
+    static_configs:
+      - targets: [${targets%, }]
+$keep
+EOF
+    port=$(free_port)
+    prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+      --web.listen-address="127.0.0.1:$port" --web.enable-remote-write-receiver \
+      --storage.tsdb.retention.time=1h 2>"$dir/log" &
+    pids+=($!)
+    prom_pids+=($!)
+    prom_urls+=("http://127.0.0.1:$port")
+  done
+  for url in "${prom_urls[@]}"; do
+    until curl -sf "$url/-/ready" >/dev/null; do sleep 0.5; done
+  done
+  est_pids=()
+  est_metrics=()
+  for k in $(seq 0 $((K - 1))); do
+    url=${prom_urls[$((k % P))]}
+    port=$(free_port)
+    "$bin/greenpipe-estimator" serve --prometheus-url "$url" \
+      --remote-write-url "$url/api/v1/write" --shard "$k/$K" --interval 1s \
+      --web.listen-address "127.0.0.1:$port" --log.level error 2>>"$work/estimator.log" &
+    pids+=($!)
+    est_pids+=($!)
+    est_metrics+=("http://127.0.0.1:$port/metrics")
+  done
+  sleep "$WARMUP"
+
+  snapshot() {
+    local est_cpu=0 ticks=0 query=0 prom_cpu=0 i
+    for i in "${!est_pids[@]}"; do
+      est_cpu=$(calc "$est_cpu + $(cpu_seconds "${est_pids[$i]}")")
+      ticks=$(calc "$ticks + $(metric "${est_metrics[$i]}" greenpipe_estimator_ticks_total)")
+      query=$(calc "$query + $(metric "${est_metrics[$i]}" greenpipe_estimator_query_duration_seconds_sum)")
+    done
+    for i in "${prom_pids[@]}"; do
+      prom_cpu=$(calc "$prom_cpu + $(cpu_seconds "$i")")
+    done
+    echo "$est_cpu $ticks $query $prom_cpu"
+  }
+  read -r cpu0 ticks0 query0 prom0 < <(snapshot)
+  t0=$(date +%s.%N)
+  max_lag=0
+  end=$(( $(date +%s) + DURATION ))
+  while [ "$(date +%s)" -lt "$end" ]; do
+    sleep 2
+    for m in "${est_metrics[@]}"; do
+      lag=$(metric "$m" greenpipe_estimator_lag_seconds)
+      max_lag=$(calc "($lag > $max_lag) ? $lag : $max_lag")
+    done
+  done
+  read -r cpu1 ticks1 query1 prom1 < <(snapshot)
+  t1=$(date +%s.%N)
+  # Ticks of one replica: every replica writes every tick (of its own nodes).
+  ticks=$(calc "($ticks1 - $ticks0) / $K")
+  if [ "$(calc "($ticks < 1) ? 1 : 0")" = 1.000000 ]; then ticks=1; fi
+  printf '%6d %4d %3d %3d %14.1f %16.1f %14.1f %7.2f\n' "$n" "$C" "$K" "$P" \
+    "$(calc "($query1 - $query0) * 1000 / $ticks")" \
+    "$(calc "($cpu1 - $cpu0) * 1000 / $ticks")" \
+    "$(calc "($prom1 - $prom0) * 1000 / ($t1 - $t0)")" \
+    "$max_lag"
+  if [ "$(calc "($max_lag <= 3) ? 1 : 0")" = 1.000000 ]; then largest=$n; fi
+  stop_all
+done
+echo "largest fleet holding 1 s ticks with lag <= 3 s: $largest nodes x $C containers ($((largest * C)) containers), K=$K, P=$P"
