@@ -13,7 +13,7 @@ use greenpipe_common::model::NodeModel;
 use crate::attribution::{attribute, IdleSplit};
 use crate::endpoint::{AuthFlags, Endpoint};
 use crate::promql::{decode_matrix, Prometheus};
-use crate::readout::{assemble, QuerySet};
+use crate::readout::{assemble, node_matcher, QuerySet};
 use crate::shard::Shard;
 
 /// Where node power came from.
@@ -102,6 +102,7 @@ pub async fn window(
         &weights,
         Duration::from_secs(5),
         &[],
+        &node_matcher(&[node]),
     );
     let step = Duration::from_secs(1);
     let start_ms = (start * 1000.0).ceil() as i64;
