@@ -71,7 +71,10 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     for (key, _) in std::env::vars_os() {
         let key = key.to_string_lossy();
         let set_by_cargo_for_tests = (key.starts_with("CARGO_")
-            && !matches!(key.as_ref(), "CARGO_HOME" | "CARGO_TARGET_DIR")
+            && !matches!(
+                key.as_ref(),
+                "CARGO_HOME" | "CARGO_TARGET_DIR" | "CARGO_INCREMENTAL"
+            )
             && !key.starts_with("CARGO_BUILD_")
             && !key.starts_with("CARGO_REGISTRIES_")
             && !key.starts_with("CARGO_NET_")
@@ -82,12 +85,17 @@ pub fn workspace_binary(name: &str) -> PathBuf {
             build.env_remove(key.as_ref());
         }
     }
+    // The same package and target selection as `cargo test --workspace` (every member, test
+    // targets included, so dev-dependencies' features are unified the same way): after the test
+    // build this is a no-op that finds the binary cargo test already linked. `--bin NAME` alone
+    // resolved features for the default members without dev-dependencies and rebuilt rustix, tar
+    // and the tract stack under it (4 min, and a second copy on disk).
     let status = build
-        .args(["build", "--quiet", "--bin", name])
+        .args(["build", "--quiet", "--workspace", "--bins", "--tests"])
         .current_dir(&root)
         .status()
         .expect("running cargo build");
-    assert!(status.success(), "cargo build --bin {name} failed");
+    assert!(status.success(), "cargo build (for {name}) failed");
     path
 }
 

@@ -167,6 +167,10 @@ pub struct ClientArgs {
     /// Stop after this many requests.
     #[arg(long)]
     pub requests: Option<u64>,
+    /// How long to keep retrying a server that is not listening yet (it listens once its model
+    /// is built).
+    #[arg(long = "server-wait", value_parser = parse_duration, default_value = "60s")]
+    pub server_wait: Duration,
     /// Directory of PNG images [default: a generated set].
     #[arg(long)]
     pub images: Option<PathBuf>,

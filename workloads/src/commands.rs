@@ -259,10 +259,12 @@ async fn client(ctx: &Context_, args: ClientArgs) -> anyhow::Result<()> {
         pace,
         duration: args.duration,
         requests: args.requests,
+        server_wait: args.server_wait,
     };
     ctx.metrics.set_running("client", "inference", true);
-    let start = unix_now();
     let totals = oip::client::run(&config, &images, ctx.metrics.clone(), ctx.stop.flag()).await?;
+    // The window is the load, not the wait for a server that was still building its model.
+    let start = totals.started;
     let end = unix_now();
     ctx.metrics.set_running("client", "inference", false);
     let complete = !ctx.stop.is_set();

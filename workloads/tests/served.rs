@@ -229,6 +229,8 @@ fn client_reports_a_server_that_is_down() {
         .args([
             "--concurrency",
             "1",
+            "--server-wait",
+            "1s",
             "--web.listen-address",
             &format!("127.0.0.1:{}", free_port()),
         ])
@@ -237,4 +239,57 @@ fn client_reports_a_server_that_is_down() {
     assert!(!out.status.success(), "a client without a server must fail");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot reach the inference server"), "{err}");
+}
+
+#[test]
+fn a_client_started_before_its_server_waits_for_it() {
+    // As in a campaign step or one Job rollout: the client starts first, the server listens only
+    // once its model is built; the client's window is its load, after the server answered.
+    let (grpc, web) = (free_port(), free_port());
+    let grpc_addr = format!("127.0.0.1:{grpc}");
+    let client = Proc::spawn(&[
+        "client",
+        "--target",
+        &grpc_addr,
+        "--model",
+        "mobilenet_v2",
+        "--concurrency",
+        "1",
+        "--requests",
+        "3",
+        "--duration",
+        "5m",
+        "--server-wait",
+        "5m",
+        "--web.listen-address",
+        &format!("127.0.0.1:{}", free_port()),
+    ]);
+    // The client is up (serving its own /metrics) before the server process exists.
+    std::thread::sleep(Duration::from_secs(1));
+    let before_server = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let server = Proc::spawn(&[
+        "serve",
+        "--model",
+        "mobilenet_v2",
+        "--precision",
+        "int8",
+        "--image-size",
+        "64",
+        "--grpc.listen-address",
+        &grpc_addr,
+        "--web.listen-address",
+        &format!("127.0.0.1:{web}"),
+    ]);
+    let (status, out) = client.wait();
+    assert!(status.success(), "client failed: {out}");
+    let t = totals(&out);
+    assert_eq!(t["operations"], 3, "{t}");
+    assert!(
+        t["start"].as_f64().unwrap() > before_server,
+        "the client's window began before the server existed: {t}"
+    );
+    server.terminate();
 }

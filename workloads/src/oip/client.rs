@@ -42,33 +42,57 @@ pub struct ClientConfig {
     pub duration: Duration,
     /// Stop after this many requests (sent), if given.
     pub requests: Option<u64>,
+    /// How long to keep trying to reach a server that is not listening yet.
+    pub server_wait: Duration,
 }
 
 /// Totals of a client run.
 #[derive(Debug, Clone, Default)]
 pub struct ClientTotals {
+    /// Unix time the load began (after the server answered), s.
+    pub started: f64,
     pub ok: u64,
     pub images: u64,
     pub errors: u64,
 }
 
 /// Connects and reads the model's input shape; a clear error when the server is down or does
-/// not serve the model.
+/// not serve the model. A server that is not listening yet is retried for up to `wait`: a client
+/// is often started beside its server (one Job rollout, one campaign step), and the server
+/// listens only once its model is built. Only the transport is retried; a server that answers
+/// but does not serve `model` is an error at once.
 pub async fn connect(
     target: &str,
     model: &str,
+    wait: Duration,
+    stop: &AtomicBool,
 ) -> anyhow::Result<(GrpcInferenceServiceClient<Channel>, Vec<i64>)> {
     let uri = if target.contains("://") {
         target.to_string()
     } else {
         format!("http://{target}")
     };
-    let channel = Endpoint::from_shared(uri.clone())
+    let endpoint = Endpoint::from_shared(uri.clone())
         .with_context(|| format!("--target {target:?}"))?
-        .connect_timeout(Duration::from_secs(5))
-        .connect()
-        .await
-        .with_context(|| format!("cannot reach the inference server at {uri}"))?;
+        .connect_timeout(Duration::from_secs(5));
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut logged = false;
+    let channel = loop {
+        match endpoint.connect().await {
+            Ok(channel) => break channel,
+            Err(e) if tokio::time::Instant::now() < deadline && !stop.load(Ordering::Relaxed) => {
+                if !logged {
+                    tracing::info!(%uri, error = %e, wait = ?wait, "inference server not reachable yet; retrying");
+                    logged = true;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e)
+                    .context(format!("cannot reach the inference server at {uri}")))
+            }
+        }
+    };
     let mut client = GrpcInferenceServiceClient::new(channel)
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20);
@@ -100,7 +124,7 @@ pub async fn run(
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<ClientTotals> {
-    let (client, shape) = connect(&config.target, &config.model).await?;
+    let (client, shape) = connect(&config.target, &config.model, config.server_wait, &stop).await?;
     let (batch, size) = (shape[0] as usize, shape[2] as usize);
     if shape[1] != 3 || shape[2] != shape[3] {
         bail!("model {:?} takes {shape:?}, not [B, 3, S, S]", config.model);
@@ -124,6 +148,7 @@ pub async fn run(
         mode: "served",
     };
     metrics.touch_inference(&labels);
+    let started = crate::campaign::unix_now();
     let deadline = Instant::now() + config.duration;
     let sent = Arc::new(AtomicU64::new(0));
     let ok = Arc::new(AtomicU64::new(0));
@@ -233,6 +258,7 @@ pub async fn run(
     }
     let ok = ok.load(Ordering::Relaxed);
     Ok(ClientTotals {
+        started,
         ok,
         images: ok * batch as u64,
         errors: errors.load(Ordering::Relaxed),
