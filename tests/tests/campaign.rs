@@ -200,6 +200,8 @@ fn ci_plan_end_to_end_with_the_closed_loop_meter() {
 
     // The latency-energy table and the plots.
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    // The report's figures in the test log (`--nocapture`): the tempdir goes with the test.
+    eprintln!("{report}");
     assert!(
         report.contains("## Latency and energy per inference"),
         "{report}"
