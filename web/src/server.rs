@@ -7,7 +7,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -25,6 +24,11 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Open connections get this long to finish after shutdown starts.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The server stopped with an error (not by its shutdown signal).
+#[derive(Debug, thiserror::Error)]
+#[error("HTTP server")]
+pub struct ServeError(#[source] std::io::Error);
+
 /// Applies the web config's per-request rules to every route of `router`.
 pub fn guarded(router: Router, web: &Arc<WebConfig>) -> Router {
     router.layer(axum::middleware::from_fn_with_state(
@@ -39,12 +43,12 @@ pub async fn serve(
     router: Router,
     web: Option<Arc<WebConfig>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     let Some(web) = web else {
         return axum::serve(listener, router)
             .with_graceful_shutdown(shutdown)
             .await
-            .context("HTTP server");
+            .map_err(ServeError);
     };
     let router = guarded(router, &web);
     if !web.tls() {
@@ -52,7 +56,7 @@ pub async fn serve(
         return axum::serve(listener, router)
             .with_graceful_shutdown(shutdown)
             .await
-            .context("HTTP server");
+            .map_err(ServeError);
     }
     let http2 = web.current().http2;
     info!(http2, "TLS is enabled");
