@@ -29,6 +29,23 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 #[error("HTTP server")]
 pub struct ServeError(#[source] std::io::Error);
 
+/// How long a refused client gets to read the TLS alert before the socket closes.
+const ALERT_LINGER: Duration = Duration::from_secs(1);
+
+/// Closes a connection whose handshake was refused, after the alert (rustls wrote it). A TLS 1.3
+/// client sends its request right after its certificate, before it learns the certificate was
+/// refused; closing a socket with that input unread makes the kernel send a RST, which can
+/// reach the client before it reads the alert, and the client then reports "broken pipe" or
+/// "connection reset" instead of why it was refused. Half-closing and draining the input for a
+/// moment lets the alert arrive first.
+async fn close_after_alert(mut tcp: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tcp.shutdown().await;
+    let mut discard = [0u8; 4096];
+    let drain = async { while matches!(tcp.read(&mut discard).await, Ok(n) if n > 0) {} };
+    let _ = tokio::time::timeout(ALERT_LINGER, drain).await;
+}
+
 /// Applies the web config's per-request rules to every route of `router`.
 pub fn guarded(router: Router, web: &Arc<WebConfig>) -> Router {
     router.layer(axum::middleware::from_fn_with_state(
@@ -89,10 +106,12 @@ pub async fn serve(
         let builder = builder.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+            let handshake = acceptor.accept(tcp).into_fallible();
+            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                 Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
+                Ok(Err((e, tcp))) => {
                     debug!(%peer, error = %e, "TLS handshake failed");
+                    close_after_alert(tcp).await;
                     return;
                 }
                 Err(_) => {
