@@ -8,11 +8,57 @@ use crate::patch::{json_patch, node_state};
 use crate::planner::{self, Plan, Policy};
 use crate::sink::{Sample, SampleSink};
 use crate::sources::{self, Credentials, ZoneSource};
-use anyhow::{Context, Result};
 use greenpipe_common::names;
 use k8s_openapi::api::core::v1::Node;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+/// What stops the controller (a node's failed patch does not: it is logged and re-planned).
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The `--nodes-file` cannot be read.
+    #[error("reading {}", path.display())]
+    ReadNodes {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The `--nodes-file` is not `kubectl get nodes -o json` output.
+    #[error("{}: not a NodeList", path.display())]
+    NotANodeList {
+        /// The file.
+        path: PathBuf,
+        /// The parse error (with line and column).
+        source: serde_json::Error,
+    },
+    /// A node of the plan is not among the nodes read (a planner bug).
+    #[error("planned node {node} vanished")]
+    NodeVanished {
+        /// The node.
+        node: String,
+    },
+    /// The JSON patch for a node cannot be built or encoded.
+    #[error("building the patch for node {node}")]
+    Patch {
+        /// The node.
+        node: String,
+        /// The JSON error.
+        source: serde_json::Error,
+    },
+    /// The HTTP client for the intensity sources cannot be built.
+    #[error("building the HTTP client")]
+    HttpClient(#[source] reqwest::Error),
+    /// No Kubernetes configuration, or the API server is unreachable.
+    #[error("connecting to the Kubernetes API server (in-cluster service account or kubeconfig)")]
+    Connect(#[source] kube::Error),
+    /// Listing the nodes failed.
+    #[error("listing nodes")]
+    ListNodes(#[source] kube::Error),
+    /// The SIGTERM handler cannot be installed.
+    #[error("installing the SIGTERM handler")]
+    Signal(#[source] std::io::Error),
+}
 
 /// How nodes map to grid zones.
 #[derive(Debug, Clone, Default)]
@@ -169,20 +215,25 @@ pub fn samples(z: &ZoneForecasts, now: i64, horizons: &[i64], stamp_ms: i64) -> 
 }
 
 /// Reads a `kubectl get nodes -o json` NodeList.
-pub fn read_nodes_file(path: &std::path::Path) -> Result<Vec<Node>> {
+pub fn read_nodes_file(path: &std::path::Path) -> Result<Vec<Node>, ControllerError> {
     #[derive(serde::Deserialize)]
     struct List {
         items: Vec<Node>,
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let list: List = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a NodeList", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|source| ControllerError::ReadNodes {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let list: List =
+        serde_json::from_str(&text).map_err(|source| ControllerError::NotANodeList {
+            path: path.to_path_buf(),
+            source,
+        })?;
     Ok(list.items)
 }
 
 /// Prints a plan and the patches it implies.
-pub fn print_plan(plan: &Plan, nodes: &[Node], now: i64) -> Result<()> {
+pub fn print_plan(plan: &Plan, nodes: &[Node], now: i64) -> Result<(), ControllerError> {
     for (zone, class) in &plan.zones {
         println!("zone {zone}: {}", class.as_str());
     }
@@ -201,8 +252,15 @@ pub fn print_plan(plan: &Plan, nodes: &[Node], now: i64) -> Result<()> {
         let node = nodes
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(&c.node))
-            .context("planned node vanished")?;
-        let patch = json_patch(node, c, now, crate::time::now())?;
+            .ok_or_else(|| ControllerError::NodeVanished {
+                node: c.node.clone(),
+            })?;
+        let patch_error = |source| ControllerError::Patch {
+            node: c.node.clone(),
+            source,
+        };
+        let patch = json_patch(node, c, now, crate::time::now()).map_err(patch_error)?;
+        let patch = serde_json::to_string(&patch).map_err(patch_error)?;
         println!(
             "node {}: {} -> {}{} ({})\n  patch: {}",
             c.node,
@@ -218,7 +276,7 @@ pub fn print_plan(plan: &Plan, nodes: &[Node], now: i64) -> Result<()> {
                 ""
             },
             c.reason,
-            serde_json::to_string(&patch)?
+            patch
         );
     }
     Ok(())
@@ -301,15 +359,21 @@ async fn apply_change(
 }
 
 /// Runs the controller until interrupted (or one round with `once`).
-pub async fn run(settings: Settings, sink: Option<&(impl SampleSink + Sync)>) -> Result<()> {
+pub async fn run(
+    settings: Settings,
+    sink: Option<&(impl SampleSink + Sync)>,
+) -> Result<(), ControllerError> {
     let http = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
-        .build()?;
+        .build()
+        .map_err(ControllerError::HttpClient)?;
     let kube_client = match &settings.nodes_file {
         Some(_) => None,
-        None => Some(kube::Client::try_default().await.context(
-            "connecting to the Kubernetes API server (in-cluster service account or kubeconfig)",
-        )?),
+        None => Some(
+            kube::Client::try_default()
+                .await
+                .map_err(ControllerError::Connect)?,
+        ),
     };
     loop {
         let now = settings.at.unwrap_or_else(crate::time::now);
@@ -329,7 +393,7 @@ pub async fn run(settings: Settings, sink: Option<&(impl SampleSink + Sync)>) ->
                 let api: kube::Api<Node> = kube::Api::all(c.clone());
                 api.list(&Default::default())
                     .await
-                    .context("listing nodes")?
+                    .map_err(ControllerError::ListNodes)?
                     .items
             }
             (None, Some(path)) => read_nodes_file(path)?,
@@ -347,7 +411,9 @@ pub async fn run(settings: Settings, sink: Option<&(impl SampleSink + Sync)>) ->
                 let node = nodes
                     .iter()
                     .find(|n| n.metadata.name.as_deref() == Some(&change.node))
-                    .context("planned node vanished")?;
+                    .ok_or_else(|| ControllerError::NodeVanished {
+                        node: change.node.clone(),
+                    })?;
                 apply_change(&api, node, change, &at_horizon, &settings, now).await;
             }
         }
@@ -371,11 +437,35 @@ pub async fn run(settings: Settings, sink: Option<&(impl SampleSink + Sync)>) ->
         if settings.once {
             return Ok(());
         }
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(ControllerError::Signal)?;
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_secs(settings.interval.max(1) as u64)) => {}
             _ = tokio::signal::ctrl_c() => return Ok(()),
             _ = term.recv() => return Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_nodes_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nodes.json");
+        let e = read_nodes_file(&path).unwrap_err();
+        assert!(
+            matches!(&e, ControllerError::ReadNodes { path: p, .. } if *p == path),
+            "{e}"
+        );
+        assert_eq!(e.to_string(), format!("reading {}", path.display()));
+        std::fs::write(&path, r#"{"kind": "Node"}"#).unwrap();
+        let e = read_nodes_file(&path).unwrap_err();
+        assert!(matches!(&e, ControllerError::NotANodeList { .. }), "{e}");
+        assert_eq!(e.to_string(), format!("{}: not a NodeList", path.display()));
+        let source = std::error::Error::source(&e).unwrap().to_string();
+        assert!(source.contains("items"), "{source}");
     }
 }

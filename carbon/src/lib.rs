@@ -35,12 +35,12 @@ pub enum Error {
     #[error("{0}")]
     Invalid(String),
     /// A provider response that does not parse as its documented JSON.
-    #[error("{provider}: response is not the documented JSON: {source}")]
+    #[error("{provider}: response is not the documented JSON: {error}")]
     Json {
         /// Which provider.
         provider: &'static str,
-        /// The parse error (with line and column).
-        source: serde_json::Error,
+        /// The parse error (with line and column); in the message, so not also a `source`.
+        error: serde_json::Error,
     },
     /// A provider answered with a non-success status.
     #[error("{provider}: HTTP {status} from {url}: {body}")]
@@ -61,18 +61,21 @@ pub enum Error {
         provider: &'static str,
         /// The URL.
         url: String,
-        /// The transport error.
+        /// The transport error. Kept as the `source` although its text is in the message:
+        /// reqwest's message leaves out its own cause (refused, timed out), which only the
+        /// chain carries.
         source: reqwest::Error,
     },
     /// A secret file that cannot be read or is empty.
     #[error(transparent)]
     Secret(#[from] greenpipe_common::secret::SecretError),
     /// Reading a file.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: String,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error; in the message, so not also a `source` (which `{:#}` would print
+        /// twice).
+        error: std::io::Error,
     },
 }

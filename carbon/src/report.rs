@@ -4,10 +4,42 @@
 //! drawn without text and the report says so.
 
 use crate::backtest::{improvement, Row, ZoneResult, METHODS, SUMMARY_HEADER};
-use anyhow::{Context, Result};
+use plotters::drawing::DrawingAreaErrorKind;
 use plotters::prelude::*;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A report that could not be written; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The report directory cannot be created.
+    #[error("creating {}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `summary.csv` or `report.md` cannot be written.
+    #[error("writing {}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A plot cannot be drawn or written.
+    #[error("writing {}", path.display())]
+    Plot {
+        /// The PNG file.
+        path: PathBuf,
+        /// plotters' reason.
+        source: PlotError,
+    },
+}
+
+/// What plotters reports when drawing to a PNG fails.
+pub type PlotError = DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>;
 
 const COLORS: [RGBColor; 3] = [
     RGBColor(230, 120, 20),
@@ -20,8 +52,11 @@ pub fn write(
     dir: &Path,
     results: &[(String, ZoneResult)],
     trace_horizon: usize,
-) -> Result<Vec<Row>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+) -> Result<Vec<Row>, ReportError> {
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let rows: Vec<Row> = results.iter().flat_map(|(_, r)| r.rows.clone()).collect();
     let mut csv = String::from(SUMMARY_HEADER);
     csv.push('\n');
@@ -30,7 +65,10 @@ pub fn write(
         csv.push('\n');
     }
     let summary = dir.join("summary.csv");
-    std::fs::write(&summary, csv).with_context(|| format!("writing {}", summary.display()))?;
+    std::fs::write(&summary, csv).map_err(|source| ReportError::Write {
+        path: summary.clone(),
+        source,
+    })?;
 
     let fonts = greenpipe_common::plot_font::register_sans_serif().is_ok();
     let mut md = String::from("# Carbon-intensity forecast backtest\n\n");
@@ -80,14 +118,23 @@ pub fn write(
             md,
             "## {zone}\n\n![{zone} MAPE]({zone}-mape.png)\n![{zone} trace]({zone}-trace.png)\n"
         );
-        plot_mape(&dir.join(format!("{zone}-mape.png")), zone, &r.rows)?;
-        plot_trace(&dir.join(format!("{zone}-trace.png")), zone, r)?;
+        let plot = |path: PathBuf, drawn: Result<(), PlotError>| {
+            drawn.map_err(|source| ReportError::Plot { path, source })
+        };
+        let mape = dir.join(format!("{zone}-mape.png"));
+        plot(mape.clone(), plot_mape(&mape, zone, &r.rows))?;
+        let trace = dir.join(format!("{zone}-trace.png"));
+        plot(trace.clone(), plot_trace(&trace, zone, r))?;
     }
-    std::fs::write(dir.join("report.md"), md).context("writing report.md")?;
+    let report = dir.join("report.md");
+    std::fs::write(&report, md).map_err(|source| ReportError::Write {
+        path: report.clone(),
+        source,
+    })?;
     Ok(rows)
 }
 
-fn plot_mape(path: &Path, zone: &str, rows: &[Row]) -> Result<()> {
+fn plot_mape(path: &Path, zone: &str, rows: &[Row]) -> Result<(), PlotError> {
     let root = BitMapBackend::new(path, (800, 500)).into_drawing_area();
     root.fill(&WHITE)?;
     let max_h = rows.iter().map(|r| r.horizon_hours).max().unwrap_or(1) as f64;
@@ -127,11 +174,9 @@ fn plot_mape(path: &Path, zone: &str, rows: &[Row]) -> Result<()> {
         .border_style(BLACK)
         .draw()?;
     root.present()
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
 }
 
-fn plot_trace(path: &Path, zone: &str, r: &ZoneResult) -> Result<()> {
+fn plot_trace(path: &Path, zone: &str, r: &ZoneResult) -> Result<(), PlotError> {
     let root = BitMapBackend::new(path, (1000, 500)).into_drawing_area();
     root.fill(&WHITE)?;
     let pts = &r.trace.points;
@@ -187,6 +232,4 @@ fn plot_trace(path: &Path, zone: &str, r: &ZoneResult) -> Result<()> {
         .border_style(BLACK)
         .draw()?;
     root.present()
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
 }

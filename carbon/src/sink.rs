@@ -5,12 +5,34 @@
 //! retry loop: a failed run fails the command and the next run writes again); the wire format is
 //! the shared `greenpipe-remote-write` crate, the same encoder the estimator uses.
 
-use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use greenpipe_remote_write::{
     Label, TimeSeries, CONTENT_ENCODING, CONTENT_TYPE, VERSION, VERSION_HEADER,
 };
 use std::future::Future;
+
+/// A batch that did not reach the receiver; each names the URL.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// No HTTP answer (connection refused, timeout, TLS).
+    #[error("remote write to {url}")]
+    Request {
+        /// The remote-write URL.
+        url: String,
+        /// The transport error.
+        source: reqwest::Error,
+    },
+    /// The receiver refused the batch.
+    #[error("remote write to {url}: HTTP {status}: {body}")]
+    Status {
+        /// The remote-write URL.
+        url: String,
+        /// The status code.
+        status: reqwest::StatusCode,
+        /// The receiver's answer, trimmed (Prometheus says why it refused).
+        body: String,
+    },
+}
 
 /// One sample: labels including `__name__`, value, timestamp in milliseconds.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +61,7 @@ impl Sample {
 /// Something that accepts samples.
 pub trait SampleSink {
     /// Writes a batch.
-    fn write(&self, samples: &[Sample]) -> impl Future<Output = Result<()>> + Send;
+    fn write(&self, samples: &[Sample]) -> impl Future<Output = Result<(), WriteError>> + Send;
 }
 
 /// The remote-write body of `samples`: one series per sample, through the shared protocol crate
@@ -85,7 +107,7 @@ impl RemoteWrite {
 }
 
 impl SampleSink for RemoteWrite {
-    async fn write(&self, samples: &[Sample]) -> Result<()> {
+    async fn write(&self, samples: &[Sample]) -> Result<(), WriteError> {
         if samples.is_empty() {
             return Ok(());
         }
@@ -99,15 +121,18 @@ impl SampleSink for RemoteWrite {
             .body(body)
             .send()
             .await
-            .with_context(|| format!("remote write to {}", self.url))?;
+            .map_err(|source| WriteError::Request {
+                url: self.url.clone(),
+                source,
+            })?;
         let status = resp.status();
         if !status.is_success() {
             let text = resp.text().await.unwrap_or_default();
-            bail!(
-                "remote write to {}: HTTP {status}: {}",
-                self.url,
-                text.trim()
-            );
+            return Err(WriteError::Status {
+                url: self.url.clone(),
+                status,
+                body: text.trim().to_string(),
+            });
         }
         Ok(())
     }
@@ -118,7 +143,7 @@ impl SampleSink for RemoteWrite {
 pub struct Stdout;
 
 impl SampleSink for Stdout {
-    async fn write(&self, samples: &[Sample]) -> Result<()> {
+    async fn write(&self, samples: &[Sample]) -> Result<(), WriteError> {
         for s in samples {
             let name = s
                 .labels
@@ -162,6 +187,64 @@ mod tests {
                 value: 1.5,
                 timestamp: 7
             }]
+        );
+    }
+
+    /// A receiver that answers every request with `answer` (raw HTTP/1.1) on a loopback port.
+    async fn answering(answer: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/api/v1/write", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut buf = vec![0; 65536];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn.write_all(answer.as_bytes()).await;
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn a_refused_batch_names_the_url_the_status_and_the_reason() {
+        let url = answering(
+            "HTTP/1.1 400 Bad Request\r\ncontent-length: 19\r\nconnection: close\r\n\r\nout of order sample",
+        )
+        .await;
+        let sink = RemoteWrite::new(reqwest::Client::new(), url.clone());
+        let e = sink
+            .write(&[Sample::new("m", &[], 1.0, 7)])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, WriteError::Status { status, .. } if status.as_u16() == 400),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("remote write to {url}: HTTP 400 Bad Request: out of order sample")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_receiver_names_the_url() {
+        // A port that was free a moment ago: nothing listens there.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{port}/api/v1/write");
+        let sink = RemoteWrite::new(reqwest::Client::new(), url.clone());
+        let e = sink
+            .write(&[Sample::new("m", &[], 1.0, 7)])
+            .await
+            .unwrap_err();
+        assert!(matches!(&e, WriteError::Request { .. }), "{e}");
+        assert_eq!(e.to_string(), format!("remote write to {url}"));
+        assert!(
+            std::error::Error::source(&e).is_some(),
+            "the transport error is kept"
         );
     }
 }

@@ -144,7 +144,7 @@ pub struct PathsFile {
 impl FileConfig {
     /// Parses the file. The collectors' sections go to their own options types, the rest to
     /// [`FileConfig`]; unknown keys in either are errors.
-    pub fn parse(text: &str) -> anyhow::Result<FileConfig> {
+    pub fn parse(text: &str) -> Result<FileConfig, toml::de::Error> {
         let mut table: toml::Table = toml::from_str(text)?;
         let mut sections = toml::Table::new();
         for name in collector::Options::SECTIONS {

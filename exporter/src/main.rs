@@ -59,7 +59,8 @@ fn serve(config: Config) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on {listen}"))?;
         info!(address = %listener.local_addr()?, %path, "serving metrics");
-        greenpipe_web::serve(listener, http::app(shared, &path), web, shutdown_signal()).await
+        greenpipe_web::serve(listener, http::app(shared, &path), web, shutdown_signal()).await?;
+        anyhow::Ok(())
     })?;
     stop.store(true, Ordering::Relaxed);
     let _ = sampler_thread.join();

@@ -43,10 +43,20 @@ pub struct Sampler {
     last_cycle: Duration,
 }
 
+/// A collector enabled on the command line or in the file that cannot run here.
+#[derive(Debug, thiserror::Error)]
+#[error("collector {collector} was enabled explicitly but {error}")]
+pub struct BuildError {
+    /// The collector.
+    pub collector: &'static str,
+    /// Why it cannot be built (its text is part of the message).
+    pub error: CollectError,
+}
+
 impl Sampler {
     /// Builds every enabled collector. A collector the user enabled explicitly that cannot be
     /// built is an error; a default one is reported unavailable and the exporter goes on.
-    pub fn new(config: Config) -> anyhow::Result<Sampler> {
+    pub fn new(config: Config) -> Result<Sampler, BuildError> {
         let mut slots = Vec::new();
         for name in &config.collectors {
             let spec = collector::spec(name).expect("config only holds registry names");
@@ -56,7 +66,12 @@ impl Sampler {
                     warn!(collector = name, %reason, "collector unavailable");
                     (None, Some(reason))
                 }
-                Err(e) => anyhow::bail!("collector {name} was enabled explicitly but {e}"),
+                Err(error) => {
+                    return Err(BuildError {
+                        collector: name,
+                        error,
+                    })
+                }
             };
             slots.push(Slot {
                 name,
@@ -114,9 +129,9 @@ impl Sampler {
                     // Failures can repeat every tick; the success gauge carries them, the log
                     // only shows them at debug level after the first.
                     if slot.success || self.cycles == 0 {
-                        warn!(collector = slot.name, error = %format!("{err:#}"), "collector failed");
+                        warn!(collector = slot.name, error = %err, "collector failed");
                     } else {
-                        tracing::debug!(collector = slot.name, error = %format!("{err:#}"), "collector failed");
+                        tracing::debug!(collector = slot.name, error = %err, "collector failed");
                     }
                     slot.success = false;
                 }

@@ -6,8 +6,58 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context;
 use serde::Deserialize;
+
+/// A web config file that cannot be read or is not exporter-toolkit's schema.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("reading web config {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not YAML, or a key or value outside the schema (the parser's message names it).
+    #[error("web config {name}: {message}")]
+    Syntax {
+        /// The file (as given to [`WebConfigFile::parse`]).
+        name: String,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// `http_server_config.headers` names a header exporter-toolkit does not let a file set.
+    #[error("web config {name}: HTTP header {header:?} can not be configured")]
+    HeaderNotAllowed {
+        /// The file.
+        name: String,
+        /// The header.
+        header: String,
+    },
+    /// A settable header with a value outside the ones exporter-toolkit accepts.
+    #[error(
+        "web config {name}: invalid value for {header}: expected one of {allowed:?}, got {value:?}"
+    )]
+    HeaderValue {
+        /// The file.
+        name: String,
+        /// The header.
+        header: String,
+        /// The accepted values.
+        allowed: &'static [&'static str],
+        /// The value in the file.
+        value: String,
+    },
+    /// `rate_limit.interval` is not a duration.
+    #[error("rate_limit.interval {text:?}")]
+    RateLimitInterval {
+        /// The value in the file.
+        text: String,
+        /// Why it does not parse.
+        source: humantime::DurationError,
+    },
+}
 
 /// The whole file.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -123,7 +173,7 @@ const ALLOWED_HEADERS: &[(&str, &[&str])] = &[
 
 impl WebConfigFile {
     /// Parses the YAML text; `name` is used in error messages.
-    pub fn parse(text: &str, name: &str) -> anyhow::Result<WebConfigFile> {
+    pub fn parse(text: &str, name: &str) -> Result<WebConfigFile, ConfigError> {
         // An empty file (or only comments) is a valid config with nothing in it.
         let meaningful = text
             .lines()
@@ -131,33 +181,43 @@ impl WebConfigFile {
         if !meaningful {
             return Ok(WebConfigFile::default());
         }
-        let file: WebConfigFile = serde_saphyr::from_str(text)
-            .map_err(|e| anyhow::anyhow!("web config {name}: {}", e.to_string().trim_end()))?;
-        file.check_headers()
-            .with_context(|| format!("web config {name}"))?;
+        let file: WebConfigFile =
+            serde_saphyr::from_str(text).map_err(|e| ConfigError::Syntax {
+                name: name.to_string(),
+                message: e.to_string().trim_end().to_string(),
+            })?;
+        file.check_headers(name)?;
         Ok(file)
     }
 
     /// Reads and parses a file.
-    pub fn read(path: &Path) -> anyhow::Result<WebConfigFile> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading web config {}", path.display()))?;
+    pub fn read(path: &Path) -> Result<WebConfigFile, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         WebConfigFile::parse(&text, &path.display().to_string())
     }
 
-    fn check_headers(&self) -> anyhow::Result<()> {
+    fn check_headers(&self, file: &str) -> Result<(), ConfigError> {
         let headers = self
             .http_server_config
             .as_ref()
             .and_then(|h| h.headers.as_ref());
         for (name, value) in headers.into_iter().flatten() {
             let Some((_, allowed)) = ALLOWED_HEADERS.iter().find(|(h, _)| h == name) else {
-                anyhow::bail!("HTTP header {name:?} can not be configured");
+                return Err(ConfigError::HeaderNotAllowed {
+                    name: file.to_string(),
+                    header: name.clone(),
+                });
             };
             if !allowed.is_empty() && !allowed.contains(&value.as_str()) {
-                anyhow::bail!(
-                    "invalid value for {name}: expected one of {allowed:?}, got {value:?}"
-                );
+                return Err(ConfigError::HeaderValue {
+                    name: file.to_string(),
+                    header: name.clone(),
+                    allowed,
+                    value: value.clone(),
+                });
             }
         }
         Ok(())
@@ -185,14 +245,18 @@ impl WebConfigFile {
     }
 
     /// `(interval, burst)` when a rate limit is on.
-    pub fn rate_limit(&self) -> anyhow::Result<Option<(Duration, u32)>> {
+    pub fn rate_limit(&self) -> Result<Option<(Duration, u32)>, ConfigError> {
         let Some(r) = &self.rate_limit else {
             return Ok(None);
         };
         let interval = match r.interval.as_deref() {
             None | Some("0") | Some("") => return Ok(None),
-            Some(text) => humantime::parse_duration(text)
-                .with_context(|| format!("rate_limit.interval {text:?}"))?,
+            Some(text) => humantime::parse_duration(text).map_err(|source| {
+                ConfigError::RateLimitInterval {
+                    text: text.to_string(),
+                    source,
+                }
+            })?,
         };
         if interval.is_zero() {
             return Ok(None);
@@ -255,6 +319,35 @@ mod tests {
         assert!(format!("{:#}", WebConfigFile::parse(bad, "t").unwrap_err()).contains("Server"));
         let bad = "http_server_config:\n  headers:\n    X-Frame-Options: allow\n";
         assert!(WebConfigFile::parse(bad, "t").is_err());
+    }
+
+    #[test]
+    fn errors_name_the_file_the_header_and_the_value() {
+        let bad = "http_server_config:\n  headers:\n    Server: x\n";
+        let e = WebConfigFile::parse(bad, "web.yml").unwrap_err();
+        assert!(matches!(&e, ConfigError::HeaderNotAllowed { header, .. } if header == "Server"));
+        assert_eq!(
+            e.to_string(),
+            "web config web.yml: HTTP header \"Server\" can not be configured"
+        );
+        let bad = "http_server_config:\n  headers:\n    X-Frame-Options: allow\n";
+        let e = WebConfigFile::parse(bad, "web.yml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("web.yml") && e.contains("X-Frame-Options") && e.contains("\"allow\""),
+            "{e}"
+        );
+        let missing = Path::new("/nonexistent/web.yml");
+        let e = WebConfigFile::read(missing).unwrap_err();
+        assert!(matches!(e, ConfigError::Read { .. }), "{e}");
+        assert_eq!(e.to_string(), "reading web config /nonexistent/web.yml");
+        let c = WebConfigFile::parse("rate_limit:\n  interval: soon\n", "t").unwrap();
+        let e = c.rate_limit().unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::RateLimitInterval { text, .. } if text == "soon"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -11,10 +11,27 @@ pub mod reload;
 pub mod server;
 pub mod tls;
 
-pub use reload::WebConfig;
-pub use server::{guarded, serve};
+pub use config::ConfigError;
+pub use reload::{LoadError, WebConfig};
+pub use server::{guarded, serve, ServeError};
+pub use tls::TlsError;
 
 /// Loads the file named by `--web.config.file`, if any (a start-up error names what is wrong).
-pub fn load(path: Option<&std::path::Path>) -> anyhow::Result<Option<std::sync::Arc<WebConfig>>> {
+pub fn load(
+    path: Option<&std::path::Path>,
+) -> Result<Option<std::sync::Arc<WebConfig>>, LoadError> {
     path.map(WebConfig::load).transpose()
+}
+
+/// An error and its sources, `: `-separated, as `anyhow` prints `{:#}`: the log line for a
+/// reload that failed names the file and the key.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
 }

@@ -13,12 +13,61 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use anyhow::Context;
 use axum::http::{HeaderName, HeaderValue};
 use tracing::{info, warn};
 
-use crate::config::WebConfigFile;
-use crate::tls;
+use crate::config::{ConfigError, WebConfigFile};
+use crate::tls::{self, TlsError};
+
+/// A web config file that does not load; each names the file, key or value at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file cannot be read or is not the schema.
+    #[error(transparent)]
+    File(#[from] ConfigError),
+    /// A `basic_auth_users` entry whose value is not a bcrypt hash.
+    #[error("basic_auth_users.{user}: not a bcrypt hash: {error}")]
+    NotBcrypt {
+        /// The user.
+        user: String,
+        /// bcrypt's reason.
+        error: bcrypt::BcryptError,
+    },
+    /// A header name that is not a valid HTTP header name.
+    #[error("http_server_config.headers: {header:?}")]
+    HeaderName {
+        /// The name in the file.
+        header: String,
+        /// Why.
+        source: axum::http::header::InvalidHeaderName,
+    },
+    /// A header value that is not a valid HTTP header value.
+    #[error("http_server_config.headers.{header}: {value:?}")]
+    HeaderValue {
+        /// The header.
+        header: String,
+        /// The value in the file.
+        value: String,
+        /// Why.
+        source: axum::http::header::InvalidHeaderValue,
+    },
+    /// `tls_server_config` does not make a TLS configuration.
+    #[error("web config {}", path.display())]
+    Tls {
+        /// The web config file.
+        path: PathBuf,
+        /// What is wrong in its `tls_server_config` (boxed: rustls' errors are large).
+        source: Box<TlsError>,
+    },
+    /// `rate_limit` is not valid.
+    #[error("web config {}", path.display())]
+    RateLimit {
+        /// The web config file.
+        path: PathBuf,
+        /// What is wrong in its `rate_limit`.
+        source: ConfigError,
+    },
+}
 
 /// What one load of the file produced.
 pub struct Settings {
@@ -57,31 +106,43 @@ fn stamp(path: &Path) -> Option<Stamp> {
 }
 
 /// Loads and checks the whole file, certificates included. Every error names the key or file.
-pub fn load_settings(path: &Path) -> anyhow::Result<Settings> {
+pub fn load_settings(path: &Path) -> Result<Settings, LoadError> {
     let file = WebConfigFile::read(path)?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let users = file.users();
     for (user, hash) in &users {
         hash.parse::<bcrypt::HashParts>()
-            .map_err(|e| anyhow::anyhow!("basic_auth_users.{user}: not a bcrypt hash: {e}"))?;
+            .map_err(|error| LoadError::NotBcrypt {
+                user: user.clone(),
+                error,
+            })?;
     }
     let headers = file
         .headers()
         .into_iter()
         .map(|(k, v)| {
-            let name = HeaderName::try_from(k.as_str())
-                .with_context(|| format!("http_server_config.headers: {k:?}"))?;
-            let value = HeaderValue::try_from(v.as_str())
-                .with_context(|| format!("http_server_config.headers.{k}: {v:?}"))?;
+            let name =
+                HeaderName::try_from(k.as_str()).map_err(|source| LoadError::HeaderName {
+                    header: k.clone(),
+                    source,
+                })?;
+            let value =
+                HeaderValue::try_from(v.as_str()).map_err(|source| LoadError::HeaderValue {
+                    header: k.clone(),
+                    value: v.clone(),
+                    source,
+                })?;
             Ok((name, value))
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, LoadError>>()?;
     let http2 = file.http2();
     let tls_section = file.tls_server_config.clone().unwrap_or_default();
     let mut stamps = vec![(path.to_path_buf(), stamp(path))];
     let tls = if tls_section.is_enabled() {
-        let built = tls::build(&tls_section, dir, http2)
-            .with_context(|| format!("web config {}", path.display()))?;
+        let built = tls::build(&tls_section, dir, http2).map_err(|source| LoadError::Tls {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        })?;
         stamps.extend(built.files.iter().map(|f| (f.clone(), stamp(f))));
         Some(built.config)
     } else {
@@ -91,9 +152,10 @@ pub fn load_settings(path: &Path) -> anyhow::Result<Settings> {
         tls,
         users,
         headers,
-        rate_limit: file
-            .rate_limit()
-            .with_context(|| format!("web config {}", path.display()))?,
+        rate_limit: file.rate_limit().map_err(|source| LoadError::RateLimit {
+            path: path.to_path_buf(),
+            source,
+        })?,
         http2,
         stamps,
     })
@@ -119,7 +181,7 @@ impl std::fmt::Debug for WebConfig {
 
 impl WebConfig {
     /// Loads `path`; any error is a start-up error.
-    pub fn load(path: &Path) -> anyhow::Result<Arc<WebConfig>> {
+    pub fn load(path: &Path) -> Result<Arc<WebConfig>, LoadError> {
         let settings = load_settings(path)?;
         info!(
             file = %path.display(),
@@ -174,10 +236,50 @@ impl WebConfig {
                 new
             }
             Err(e) => {
-                warn!(error = %format!("{e:#}"), "web config changed but does not load; keeping the previous one");
+                warn!(error = %crate::chain(&e), "web config changed but does not load; keeping the previous one");
                 *failed = Some(stamps);
                 now
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_errors_name_the_user_and_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("web.yml");
+        std::fs::write(&path, "basic_auth_users:\n  alice: plaintext\n").unwrap();
+        let e = load_settings(&path).err().unwrap();
+        assert!(
+            matches!(&e, LoadError::NotBcrypt { user, .. } if user == "alice"),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("basic_auth_users.alice: not a bcrypt hash"),
+            "{e}"
+        );
+
+        std::fs::write(
+            &path,
+            "tls_server_config:\n  cert_file: absent.pem\n  key_file: k\n",
+        )
+        .unwrap();
+        let e = load_settings(&path).err().unwrap();
+        assert!(matches!(&e, LoadError::Tls { .. }), "{e}");
+        // The log line of a failed reload carries the whole chain: file, key, file read, errno.
+        let line = crate::chain(&e);
+        assert!(
+            line.starts_with(&format!(
+                "web config {}: failed to read cert_file (",
+                path.display()
+            )) && line.contains("absent.pem")
+                && line.contains("No such file"),
+            "{line}"
+        );
     }
 }

@@ -7,7 +7,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -25,6 +24,28 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Open connections get this long to finish after shutdown starts.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The server stopped with an error (not by its shutdown signal).
+#[derive(Debug, thiserror::Error)]
+#[error("HTTP server")]
+pub struct ServeError(#[source] std::io::Error);
+
+/// How long a refused client gets to read the TLS alert before the socket closes.
+const ALERT_LINGER: Duration = Duration::from_secs(1);
+
+/// Closes a connection whose handshake was refused, after the alert (rustls wrote it). A TLS 1.3
+/// client sends its request right after its certificate, before it learns the certificate was
+/// refused; closing a socket with that input unread makes the kernel send a RST, which can
+/// reach the client before it reads the alert, and the client then reports "broken pipe" or
+/// "connection reset" instead of why it was refused. Half-closing and draining the input for a
+/// moment lets the alert arrive first.
+async fn close_after_alert(mut tcp: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tcp.shutdown().await;
+    let mut discard = [0u8; 4096];
+    let drain = async { while matches!(tcp.read(&mut discard).await, Ok(n) if n > 0) {} };
+    let _ = tokio::time::timeout(ALERT_LINGER, drain).await;
+}
+
 /// Applies the web config's per-request rules to every route of `router`.
 pub fn guarded(router: Router, web: &Arc<WebConfig>) -> Router {
     router.layer(axum::middleware::from_fn_with_state(
@@ -39,12 +60,12 @@ pub async fn serve(
     router: Router,
     web: Option<Arc<WebConfig>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     let Some(web) = web else {
         return axum::serve(listener, router)
             .with_graceful_shutdown(shutdown)
             .await
-            .context("HTTP server");
+            .map_err(ServeError);
     };
     let router = guarded(router, &web);
     if !web.tls() {
@@ -52,7 +73,7 @@ pub async fn serve(
         return axum::serve(listener, router)
             .with_graceful_shutdown(shutdown)
             .await
-            .context("HTTP server");
+            .map_err(ServeError);
     }
     let http2 = web.current().http2;
     info!(http2, "TLS is enabled");
@@ -85,10 +106,12 @@ pub async fn serve(
         let builder = builder.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+            let handshake = acceptor.accept(tcp).into_fallible();
+            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                 Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
+                Ok(Err((e, tcp))) => {
                     debug!(%peer, error = %e, "TLS handshake failed");
+                    close_after_alert(tcp).await;
                     return;
                 }
                 Err(_) => {

@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::{ring, CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
@@ -21,6 +20,152 @@ use tracing::warn;
 
 use crate::config::{resolve, TlsServerConfig};
 
+/// A `tls_server_config` that cannot become a TLS configuration; each names the key, file or
+/// value at fault, in exporter-toolkit's words where it has them.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// Both the inline value and the file of one item.
+    #[error("tls_server_config: cannot specify both {what} and {what}_file")]
+    Both {
+        /// `cert`, `key` or `client_ca`.
+        what: &'static str,
+    },
+    /// A certificate, key or CA file that cannot be read.
+    #[error("failed to read {what}_file ({})", path.display())]
+    ReadFile {
+        /// `cert`, `key` or `client_ca`.
+        what: &'static str,
+        /// The file, resolved against the web config's directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// TLS is on but the certificate or the key is not given.
+    #[error("tls_server_config: missing one of {what} or {what}_file")]
+    Missing {
+        /// `cert` or `key`.
+        what: &'static str,
+    },
+    /// The certificate is not PEM.
+    #[error("{name}: not a PEM certificate: {error}")]
+    NotPemCertificate {
+        /// `cert` or `cert_file "<path>"`.
+        name: String,
+        /// The PEM parser's message.
+        error: rustls_pki_types::pem::Error,
+    },
+    /// The certificate text holds no certificate.
+    #[error("{name}: no PEM certificate in it")]
+    NoCertificate {
+        /// `cert` or `cert_file "<path>"`.
+        name: String,
+    },
+    /// The key is not a PEM private key.
+    #[error("{name}: not a PEM private key: {error}")]
+    NotPemKey {
+        /// `key` or `key_file "<path>"`.
+        name: String,
+        /// The PEM parser's message.
+        error: rustls_pki_types::pem::Error,
+    },
+    /// Certificate and key do not belong together (or rustls refuses them).
+    #[error("{cert} and {key} do not make a key pair")]
+    KeyPair {
+        /// `cert` or `cert_file "<path>"`.
+        cert: String,
+        /// `key` or `key_file "<path>"`.
+        key: String,
+        /// rustls' reason.
+        source: rustls::Error,
+    },
+    /// `min_version` / `max_version` is not one of `TLS10` … `TLS13`.
+    #[error("tls_server_config.{key}: unknown TLS version: {value}")]
+    UnknownVersion {
+        /// `min_version` or `max_version`.
+        key: &'static str,
+        /// The value in the file.
+        value: String,
+    },
+    /// `max_version` below TLS 1.2, which rustls does not have.
+    #[error("tls_server_config.max_version {value}: TLS 1.0/1.1 are not supported (rustls)")]
+    MaxVersionTooOld {
+        /// The value in the file.
+        value: String,
+    },
+    /// `min_version` above `max_version`.
+    #[error("tls_server_config: min_version is above max_version")]
+    VersionOrder,
+    /// The versions and suites have nothing in common.
+    #[error("tls_server_config: min_version/max_version and cipher_suites leave nothing")]
+    NothingLeft(#[source] rustls::Error),
+    /// A Go cipher suite rustls does not implement (CBC, static RSA).
+    #[error(
+        "tls_server_config.cipher_suites: {name} is not offered by this server (rustls has no \
+         CBC or static-RSA suites)"
+    )]
+    SuiteNotOffered {
+        /// The suite's Go name.
+        name: String,
+    },
+    /// Not a Go cipher suite name.
+    #[error("tls_server_config.cipher_suites: unknown cipher: {name}")]
+    UnknownSuite {
+        /// The value in the file.
+        name: String,
+    },
+    /// A Go curve rustls does not implement (P-521).
+    #[error("tls_server_config.curve_preferences: {name} is not supported (rustls)")]
+    CurveNotSupported {
+        /// The curve's Go name.
+        name: String,
+    },
+    /// Not a Go curve name.
+    #[error("tls_server_config.curve_preferences: unknown curve: {name}")]
+    UnknownCurve {
+        /// The value in the file.
+        name: String,
+    },
+    /// `client_auth_type` is not one of Go's `ClientAuthType` names.
+    #[error("tls_server_config: invalid ClientAuth: {value}")]
+    InvalidClientAuth {
+        /// The value in the file.
+        value: String,
+    },
+    /// A verifying `client_auth_type` without a CA.
+    #[error("client_auth_type {client_auth_type} needs client_ca_file or client_ca")]
+    NoClientCa {
+        /// The value in the file.
+        client_auth_type: String,
+    },
+    /// A CA bundle with a CA but no policy that uses it (exporter-toolkit's message).
+    #[error("client CA's have been configured without a Client Auth Policy")]
+    ClientCaWithoutPolicy,
+    /// The CA bundle is not PEM.
+    #[error("client CA: not PEM: {error}")]
+    ClientCaNotPem {
+        /// The PEM parser's message.
+        error: rustls_pki_types::pem::Error,
+    },
+    /// A CA certificate webpki does not accept as a trust anchor.
+    #[error("client CA certificate refused: {error}")]
+    ClientCaRefused {
+        /// rustls' reason.
+        error: rustls::Error,
+    },
+    /// The CA bundle holds no certificate.
+    #[error("client CA file holds no certificate")]
+    ClientCaEmpty,
+    /// rustls cannot build the verifier from the CA bundle.
+    #[error("client certificate verifier")]
+    Verifier(#[source] rustls::server::VerifierBuilderError),
+    /// `client_allowed_sans` with a `client_auth_type` that does not require a certificate.
+    #[error(
+        "client_allowed_sans requires client_auth_type to be one of RequireAnyClientCert or \
+         RequireAndVerifyClientCert"
+    )]
+    SansWithoutRequiredCert,
+}
+
 /// A built TLS configuration and the files it was read from (watched for rotation).
 pub struct BuiltTls {
     /// The rustls configuration for new connections.
@@ -30,25 +175,31 @@ pub struct BuiltTls {
 }
 
 /// Builds the server configuration; `dir` is the web config file's directory.
-pub fn build(c: &TlsServerConfig, dir: &Path, http2: bool) -> anyhow::Result<BuiltTls> {
+pub fn build(c: &TlsServerConfig, dir: &Path, http2: bool) -> Result<BuiltTls, TlsError> {
     let mut files = Vec::new();
-    let mut source = |inline: &Option<String>, file: &Option<String>, what: &str| {
+    let mut source = |inline: &Option<String>, file: &Option<String>, what: &'static str| {
         read_pem_source(inline, file, what, dir, &mut files)
     };
-    let cert_pem = source(&c.cert, &c.cert_file, "cert")?
-        .context("tls_server_config: missing one of cert or cert_file")?;
-    let key_pem = source(&c.key, &c.key_file, "key")?
-        .context("tls_server_config: missing one of key or key_file")?;
+    let cert_pem =
+        source(&c.cert, &c.cert_file, "cert")?.ok_or(TlsError::Missing { what: "cert" })?;
+    let key_pem = source(&c.key, &c.key_file, "key")?.ok_or(TlsError::Missing { what: "key" })?;
     let client_ca_pem = source(&c.client_ca, &c.client_ca_file, "client_ca")?;
     let cert_name = name_of(&c.cert_file, "cert");
     let key_name = name_of(&c.key_file, "key");
 
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem.0)
         .collect::<Result<_, _>>()
-        .map_err(|e| anyhow::anyhow!("{cert_name}: not a PEM certificate: {e}"))?;
-    anyhow::ensure!(!chain.is_empty(), "{cert_name}: no PEM certificate in it");
-    let key = PrivateKeyDer::from_pem_slice(&key_pem.0)
-        .map_err(|e| anyhow::anyhow!("{key_name}: not a PEM private key: {e}"))?;
+        .map_err(|error| TlsError::NotPemCertificate {
+            name: cert_name.clone(),
+            error,
+        })?;
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate { name: cert_name });
+    }
+    let key = PrivateKeyDer::from_pem_slice(&key_pem.0).map_err(|error| TlsError::NotPemKey {
+        name: key_name.clone(),
+        error,
+    })?;
 
     let mut provider = ring::default_provider();
     if let Some(names) = &c.cipher_suites {
@@ -63,10 +214,14 @@ pub fn build(c: &TlsServerConfig, dir: &Path, http2: bool) -> anyhow::Result<Bui
 
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
-        .context("tls_server_config: min_version/max_version and cipher_suites leave nothing")?
+        .map_err(TlsError::NothingLeft)?
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
-        .with_context(|| format!("{cert_name} and {key_name} do not make a key pair"))?;
+        .map_err(|source| TlsError::KeyPair {
+            cert: cert_name,
+            key: key_name,
+            source,
+        })?;
     config.ignore_client_order = c.prefer_server_cipher_suites.unwrap_or(true);
     config.alpn_protocols = if http2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
@@ -91,21 +246,22 @@ fn name_of(file: &Option<String>, key: &str) -> String {
 fn read_pem_source(
     inline: &Option<String>,
     file: &Option<String>,
-    what: &str,
+    what: &'static str,
     dir: &Path,
     files: &mut Vec<PathBuf>,
-) -> anyhow::Result<Option<Pem>> {
+) -> Result<Option<Pem>, TlsError> {
     let inline = inline.as_deref().filter(|s| !s.is_empty());
     let file = file.as_deref().filter(|s| !s.is_empty());
     match (inline, file) {
-        (Some(_), Some(_)) => {
-            bail!("tls_server_config: cannot specify both {what} and {what}_file")
-        }
+        (Some(_), Some(_)) => Err(TlsError::Both { what }),
         (Some(text), None) => Ok(Some(Pem(text.as_bytes().to_vec()))),
         (None, Some(path)) => {
             let full = resolve(dir, path);
-            let bytes = std::fs::read(&full)
-                .with_context(|| format!("failed to read {what}_file ({})", full.display()))?;
+            let bytes = std::fs::read(&full).map_err(|source| TlsError::ReadFile {
+                what,
+                path: full.clone(),
+                source,
+            })?;
             files.push(full);
             Ok(Some(Pem(bytes)))
         }
@@ -116,14 +272,17 @@ fn read_pem_source(
 fn versions(
     min: Option<&str>,
     max: Option<&str>,
-) -> anyhow::Result<Vec<&'static rustls::SupportedProtocolVersion>> {
-    fn rank(text: &str, key: &str) -> anyhow::Result<u8> {
+) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, TlsError> {
+    fn rank(text: &str, key: &'static str) -> Result<u8, TlsError> {
         match text {
             "TLS10" => Ok(10),
             "TLS11" => Ok(11),
             "TLS12" => Ok(12),
             "TLS13" => Ok(13),
-            _ => bail!("tls_server_config.{key}: unknown TLS version: {text}"),
+            _ => Err(TlsError::UnknownVersion {
+                key,
+                value: text.to_string(),
+            }),
         }
     }
     let lo = rank(min.unwrap_or("TLS12"), "min_version")?;
@@ -134,15 +293,14 @@ fn versions(
             "TLS 1.0 and 1.1 are not offered (rustls); TLS 1.2 is the floor"
         );
     }
-    anyhow::ensure!(
-        hi >= 12,
-        "tls_server_config.max_version {}: TLS 1.0/1.1 are not supported (rustls)",
-        max.unwrap_or_default()
-    );
-    anyhow::ensure!(
-        lo <= hi,
-        "tls_server_config: min_version is above max_version"
-    );
+    if hi < 12 {
+        return Err(TlsError::MaxVersionTooOld {
+            value: max.unwrap_or_default().to_string(),
+        });
+    }
+    if lo > hi {
+        return Err(TlsError::VersionOrder);
+    }
     let mut out = Vec::new();
     if lo <= 12 {
         out.push(&rustls::version::TLS12);
@@ -158,7 +316,7 @@ fn versions(
 fn cipher_suites(
     names: &[String],
     provider: &CryptoProvider,
-) -> anyhow::Result<Vec<rustls::SupportedCipherSuite>> {
+) -> Result<Vec<rustls::SupportedCipherSuite>, TlsError> {
     let all = &provider.cipher_suites;
     let mut chosen: Vec<rustls::SupportedCipherSuite> = all
         .iter()
@@ -184,11 +342,10 @@ fn cipher_suites(
                     chosen.push(s);
                 }
             }
-            None if GO_ONLY_SUITES.contains(&go_alias) => bail!(
-                "tls_server_config.cipher_suites: {name} is not offered by this server (rustls has \
-                 no CBC or static-RSA suites)"
-            ),
-            None => bail!("tls_server_config.cipher_suites: unknown cipher: {name}"),
+            None if GO_ONLY_SUITES.contains(&go_alias) => {
+                return Err(TlsError::SuiteNotOffered { name: name.clone() })
+            }
+            None => return Err(TlsError::UnknownSuite { name: name.clone() }),
         }
     }
     Ok(chosen)
@@ -206,17 +363,17 @@ const GO_ONLY_SUITES: &[&str] = &[
     "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
 ];
 
-fn curves(names: &[String]) -> anyhow::Result<Vec<&'static dyn rustls::crypto::SupportedKxGroup>> {
+fn curves(
+    names: &[String],
+) -> Result<Vec<&'static dyn rustls::crypto::SupportedKxGroup>, TlsError> {
     names
         .iter()
         .map(|name| match name.as_str() {
             "X25519" => Ok(ring::kx_group::X25519),
             "CurveP256" => Ok(ring::kx_group::SECP256R1),
             "CurveP384" => Ok(ring::kx_group::SECP384R1),
-            "CurveP521" => {
-                bail!("tls_server_config.curve_preferences: CurveP521 is not supported (rustls)")
-            }
-            _ => bail!("tls_server_config.curve_preferences: unknown curve: {name}"),
+            "CurveP521" => Err(TlsError::CurveNotSupported { name: name.clone() }),
+            _ => Err(TlsError::UnknownCurve { name: name.clone() }),
         })
         .collect()
 }
@@ -225,29 +382,30 @@ fn client_verifier(
     c: &TlsServerConfig,
     ca_pem: Option<Pem>,
     provider: Arc<CryptoProvider>,
-) -> anyhow::Result<Arc<dyn ClientCertVerifier>> {
+) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
     let kind = c.client_auth_type.as_deref().unwrap_or("");
-    let roots = || -> anyhow::Result<Arc<RootCertStore>> {
-        let pem = ca_pem.as_ref().with_context(|| {
-            format!("client_auth_type {kind} needs client_ca_file or client_ca")
+    let roots = || -> Result<Arc<RootCertStore>, TlsError> {
+        let pem = ca_pem.as_ref().ok_or_else(|| TlsError::NoClientCa {
+            client_auth_type: kind.to_string(),
         })?;
         let mut store = RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(&pem.0) {
-            let cert = cert.map_err(|e| anyhow::anyhow!("client CA: not PEM: {e}"))?;
+            let cert = cert.map_err(|error| TlsError::ClientCaNotPem { error })?;
             store
                 .add(cert)
-                .map_err(|e| anyhow::anyhow!("client CA certificate refused: {e}"))?;
+                .map_err(|error| TlsError::ClientCaRefused { error })?;
         }
-        anyhow::ensure!(!store.is_empty(), "client CA file holds no certificate");
+        if store.is_empty() {
+            return Err(TlsError::ClientCaEmpty);
+        }
         Ok(Arc::new(store))
     };
     let algorithms = provider.signature_verification_algorithms;
     let verifier: Arc<dyn ClientCertVerifier> = match kind {
         "" | "NoClientCert" => {
-            anyhow::ensure!(
-                ca_pem.is_none(),
-                "client CA's have been configured without a Client Auth Policy"
-            );
+            if ca_pem.is_some() {
+                return Err(TlsError::ClientCaWithoutPolicy);
+            }
             WebPkiClientVerifier::no_client_auth()
         }
         "RequestClientCert" => Arc::new(AnyClientCert {
@@ -262,26 +420,28 @@ fn client_verifier(
             WebPkiClientVerifier::builder_with_provider(roots()?, provider.clone())
                 .allow_unauthenticated()
                 .build()
-                .context("client certificate verifier")?
+                .map_err(TlsError::Verifier)?
         }
         "RequireAndVerifyClientCert" => {
             WebPkiClientVerifier::builder_with_provider(roots()?, provider.clone())
                 .build()
-                .context("client certificate verifier")?
+                .map_err(TlsError::Verifier)?
         }
-        other => bail!("tls_server_config: invalid ClientAuth: {other}"),
+        other => {
+            return Err(TlsError::InvalidClientAuth {
+                value: other.to_string(),
+            })
+        }
     };
     match &c.client_allowed_sans {
         None => Ok(verifier),
         Some(sans) => {
-            anyhow::ensure!(
-                matches!(
-                    kind,
-                    "RequireAnyClientCert" | "RequireClientCert" | "RequireAndVerifyClientCert"
-                ),
-                "client_allowed_sans requires client_auth_type to be one of RequireAnyClientCert \
-                 or RequireAndVerifyClientCert"
-            );
+            if !matches!(
+                kind,
+                "RequireAnyClientCert" | "RequireClientCert" | "RequireAndVerifyClientCert"
+            ) {
+                return Err(TlsError::SansWithoutRequiredCert);
+            }
             Ok(Arc::new(AllowedSans {
                 inner: verifier,
                 sans: sans.clone(),
@@ -470,5 +630,38 @@ mod tests {
         );
         assert!(curves(&["CurveP521".into()]).is_err());
         assert!(curves(&["Curve9".into()]).is_err());
+    }
+
+    #[test]
+    fn errors_name_the_key_and_the_value() {
+        let e = curves(&["Curve9".into()]).err().unwrap();
+        assert!(matches!(&e, TlsError::UnknownCurve { name } if name == "Curve9"));
+        assert_eq!(
+            e.to_string(),
+            "tls_server_config.curve_preferences: unknown curve: Curve9"
+        );
+        let e = versions(None, Some("TLS11")).unwrap_err();
+        assert!(matches!(&e, TlsError::MaxVersionTooOld { value } if value == "TLS11"));
+        assert!(e.to_string().contains("max_version TLS11"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let c = TlsServerConfig {
+            cert_file: Some("absent.pem".into()),
+            key_file: Some("absent.key".into()),
+            ..Default::default()
+        };
+        let e = build(&c, dir.path(), true).err().unwrap();
+        assert!(
+            matches!(&e, TlsError::ReadFile { what: "cert", path, .. } if path.ends_with("absent.pem")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("absent.pem"), "{e}");
+        let c = TlsServerConfig {
+            cert: Some("x".into()),
+            key: Some("y".into()),
+            client_auth_type: Some("Maybe".into()),
+            ..Default::default()
+        };
+        let e = build(&c, dir.path(), true).err().unwrap();
+        assert!(matches!(e, TlsError::NoCertificate { .. }), "{e}");
     }
 }

@@ -87,7 +87,8 @@ pub(super) async fn run(a: PlaceArgs) -> Result<()> {
         at: a.source.at,
     };
     match a.remote_write_url {
-        Some(url) => controller::run(settings, Some(&RemoteWrite::new(http()?, url))).await,
-        None => controller::run(settings, None::<&Stdout>).await,
+        Some(url) => controller::run(settings, Some(&RemoteWrite::new(http()?, url))).await?,
+        None => controller::run(settings, None::<&Stdout>).await?,
     }
+    Ok(())
 }

@@ -13,7 +13,7 @@ pub const HEADER: [&str; 3] = ["timestamp", "zone", "carbon_intensity_gco2_per_k
 pub fn read(path: &Path) -> Result<Series, Error> {
     let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
         path: path.display().to_string(),
-        source,
+        error: source,
     })?;
     parse(&text).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))
 }
@@ -85,6 +85,24 @@ pub fn parse(text: &str) -> Result<Series, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unreadable_file_is_named_once() {
+        let path = Path::new("/nonexistent/zone.csv");
+        let e = read(path).unwrap_err();
+        assert!(
+            matches!(&e, Error::Io { path: p, .. } if p == "/nonexistent/zone.csv"),
+            "{e}"
+        );
+        // The I/O error is in the message and not repeated as a source, so the binary's `{:#}`
+        // prints it once.
+        assert!(std::error::Error::source(&e).is_none());
+        assert!(
+            e.to_string()
+                .starts_with("/nonexistent/zone.csv: No such file"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn absent_rows_are_gaps() {

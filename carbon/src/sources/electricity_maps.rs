@@ -38,7 +38,7 @@ struct Forecast {
 fn json<'a, T: Deserialize<'a>>(body: &'a str) -> Result<T, Error> {
     serde_json::from_str(body).map_err(|source| Error::Json {
         provider: PROVIDER,
-        source,
+        error: source,
     })
 }
 

@@ -56,7 +56,7 @@ struct Regional {
 pub fn parse_national(zone: &str, body: &str) -> Result<(Series, Series), Error> {
     let resp: National = serde_json::from_str(body).map_err(|source| Error::Json {
         provider: PROVIDER,
-        source,
+        error: source,
     })?;
     let mut actual = Vec::with_capacity(resp.data.len());
     let mut forecast = Vec::with_capacity(resp.data.len());
@@ -81,7 +81,7 @@ pub fn parse_national(zone: &str, body: &str) -> Result<(Series, Series), Error>
 pub fn parse_regional(zone: &str, body: &str) -> Result<Series, Error> {
     let resp: Regional = serde_json::from_str(body).map_err(|source| Error::Json {
         provider: PROVIDER,
-        source,
+        error: source,
     })?;
     let regions = match resp.data {
         OneOrMany::One(r) => vec![r],

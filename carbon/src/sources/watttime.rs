@@ -83,7 +83,7 @@ fn to_grams_per_kwh(units: &str) -> Result<f64, Error> {
 pub fn parse(zone: &str, kind: Kind, signal: Signal, body: &str) -> Result<Series, Error> {
     let resp: Response = serde_json::from_str(body).map_err(|source| Error::Json {
         provider: PROVIDER,
-        source,
+        error: source,
     })?;
     if let Some(s) = &resp.meta.signal_type {
         if s != signal.signal_type() {
@@ -138,7 +138,7 @@ pub async fn fetch(
     let body = super::check(PROVIDER, &url, resp).await?;
     let token: Login = serde_json::from_str(&body).map_err(|source| Error::Json {
         provider: PROVIDER,
-        source,
+        error: source,
     })?;
     let bearer = format!("Bearer {}", token.token);
     let auth = [("authorization", bearer.as_str())];

@@ -118,6 +118,32 @@ pub enum LoadError {
     Map(&'static str, String),
 }
 
+/// Reading or pruning a map of the loaded object failed (the kernel's reason kept).
+#[derive(Debug, thiserror::Error)]
+pub enum MapError {
+    /// The map is missing from the object or has the wrong type.
+    #[error(transparent)]
+    Open(#[from] LoadError),
+    /// A lookup of the map failed.
+    #[error("reading {map}: {}", chain(.error))]
+    Read {
+        /// The map.
+        map: &'static str,
+        /// aya's error (its text, with sources, is in the message).
+        error: aya::maps::MapError,
+    },
+    /// Deleting an entry failed.
+    #[error("deleting {key} from {map}: {}", chain(.error))]
+    Delete {
+        /// The map.
+        map: &'static str,
+        /// The key (cgroup id or tgid).
+        key: String,
+        /// aya's error (its text, with sources, is in the message).
+        error: aya::maps::MapError,
+    },
+}
+
 /// The loaded accounting programs and their maps.
 pub struct Accounting {
     ebpf: Ebpf,
@@ -244,19 +270,19 @@ impl Accounting {
     }
 
     /// Every cgroup's counters, summed over CPUs.
-    pub fn counters(&self) -> anyhow::Result<Vec<(u64, CgroupCounters)>> {
+    pub fn counters(&self) -> Result<Vec<(u64, CgroupCounters)>, MapError> {
         self.read_counters(COUNTERS_MAP)
     }
 
     /// Every process's counters (key: tgid), summed over CPUs. Empty with per-process off.
-    pub fn process_counters(&self) -> anyhow::Result<Vec<(u32, CgroupCounters)>> {
+    pub fn process_counters(&self) -> Result<Vec<(u32, CgroupCounters)>, MapError> {
         self.read_counters(PROCESS_MAP)
     }
 
     fn read_counters<K: aya::Pod>(
         &self,
         name: &'static str,
-    ) -> anyhow::Result<Vec<(K, CgroupCounters)>> {
+    ) -> Result<Vec<(K, CgroupCounters)>, MapError> {
         let map = self.counters_map::<K>(name)?;
         let mut all = Vec::new();
         for entry in map.iter() {
@@ -264,7 +290,7 @@ impl Accounting {
                 Ok(e) => e,
                 // The key was deleted (LRU eviction, process exit) between listing and lookup.
                 Err(aya::maps::MapError::KeyNotFound) => continue,
-                Err(e) => return Err(anyhow::anyhow!("reading {name}: {}", chain(&e))),
+                Err(error) => return Err(MapError::Read { map: name, error }),
             };
             let mut sum = CgroupCounters::default();
             per_cpu.iter().for_each(|c| sum.add(c));
@@ -274,21 +300,22 @@ impl Accounting {
     }
 
     /// The slice open on each possible CPU.
-    pub fn running(&self) -> anyhow::Result<Vec<RunningSlice>> {
+    pub fn running(&self) -> Result<Vec<RunningSlice>, MapError> {
         let map = self.running_map()?;
-        let per_cpu = map
-            .get(&0, 0)
-            .map_err(|e| anyhow::anyhow!("reading running: {}", chain(&e)))?;
+        let per_cpu = map.get(&0, 0).map_err(|error| MapError::Read {
+            map: "running",
+            error,
+        })?;
         Ok(per_cpu.iter().copied().collect())
     }
 
     /// Forgets a cgroup (it was removed).
-    pub fn forget(&mut self, cgroup_id: u64) -> anyhow::Result<()> {
+    pub fn forget(&mut self, cgroup_id: u64) -> Result<(), MapError> {
         self.remove(COUNTERS_MAP, cgroup_id)
     }
 
     /// Forgets a process (it exited but a slice held on another CPU recreated its entry).
-    pub fn forget_process(&mut self, tgid: u32) -> anyhow::Result<()> {
+    pub fn forget_process(&mut self, tgid: u32) -> Result<(), MapError> {
         self.remove(PROCESS_MAP, tgid)
     }
 
@@ -296,12 +323,13 @@ impl Accounting {
         &mut self,
         name: &'static str,
         key: K,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), MapError> {
         let map = self
             .ebpf
             .map_mut(name)
-            .ok_or_else(|| anyhow::anyhow!("map {name} absent"))?;
-        let mut map: PerCpuHashMap<&mut MapData, K, CgroupCounters> = PerCpuHashMap::try_from(map)?;
+            .ok_or(LoadError::Map(name, "absent".into()))?;
+        let mut map: PerCpuHashMap<&mut MapData, K, CgroupCounters> =
+            PerCpuHashMap::try_from(map).map_err(|e| LoadError::Map(name, chain(&e)))?;
         match map.remove(&key) {
             // Gone already: the BPF side deleted it (process exit) or the LRU evicted it.
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
@@ -310,7 +338,11 @@ impl Accounting {
             {
                 Ok(())
             }
-            Err(e) => Err(anyhow::anyhow!("deleting {key} from {name}: {}", chain(&e))),
+            Err(error) => Err(MapError::Delete {
+                map: name,
+                key: key.to_string(),
+                error,
+            }),
         }
     }
 }

@@ -13,7 +13,7 @@ use greenpipe_common::names::label;
 use greenpipe_common::contract;
 use tracing::{info, warn};
 
-use super::{CollectError, Collector, Context, Report, Spec};
+use super::{CollectError, Collector, Context, Failure, Report, Spec};
 use crate::meter::energy::EnergyTotal;
 use crate::meter::worker::{Backoff, Outcome, Worker};
 use crate::meter::{self, ReadError, Reason};
@@ -63,14 +63,11 @@ fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
             Ok(built) => {
                 for channel in built {
                     if !names.insert(channel.name.clone()) {
-                        return Err(CollectError::Failed(anyhow::anyhow!(
-                            "two meter channels are named {:?}; give each --meter a name in the config file",
-                            channel.name
-                        )));
+                        return Err(Failure::DuplicateMeter { name: channel.name }.into());
                     }
                     info!(meter = %channel.name, kind = %channel.kind, %spec, "meter configured");
                     let worker = Worker::spawn(channel, backoff)
-                        .map_err(|e| CollectError::Failed(anyhow::anyhow!("meter thread: {e}")))?;
+                        .map_err(Failure::MeterThread)?;
                     channels.push(ChannelState {
                         worker,
                         // Readings further apart than a few ticks are not integrated.

@@ -53,7 +53,7 @@ macro_rules! collectors {
             }
 
             /// Checks every collector's options against the set of enabled collectors.
-            pub fn validate(&self, enabled: &[&'static str]) -> anyhow::Result<()> {
+            pub fn validate(&self, enabled: &[&'static str]) -> Result<(), OptionsError> {
                 $($(<$module::$options as CollectorOptions>::validate(&self.$module, enabled)?;)?)+
                 Ok(())
             }
@@ -80,9 +80,30 @@ pub trait CollectorOptions {
     /// `self` from the flags, `file` from the config file: a flag wins.
     fn merge(self, file: Self) -> Self;
     /// Refuses combinations that cannot work (e.g. an option of a disabled collector).
-    fn validate(&self, _enabled: &[&'static str]) -> anyhow::Result<()> {
+    fn validate(&self, _enabled: &[&'static str]) -> Result<(), OptionsError> {
         Ok(())
     }
+}
+
+/// Collector options that cannot work together; each names the flag (and file key).
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    /// A number below its minimum.
+    #[error("{flag} must be at least {min}")]
+    TooSmall {
+        /// The flag.
+        flag: &'static str,
+        /// The smallest value that works.
+        min: u64,
+    },
+    /// An option of a collector that is disabled, which would silently do nothing.
+    #[error("{option} needs the {collector} collector, which is disabled")]
+    NeedsCollector {
+        /// The option, with its flag and file key.
+        option: &'static str,
+        /// The collector it belongs to.
+        collector: &'static str,
+    },
 }
 
 /// What every collector is built from: the host roots, the node, the tick, and the options
@@ -106,20 +127,66 @@ pub struct Context<'a> {
 }
 
 /// Why a collector produced nothing.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum CollectError {
     /// The host lacks the source (missing file, kernel feature, permission). Not a bug.
+    #[error("unavailable: {0}")]
     Unavailable(String),
     /// The source exists but reading it failed.
-    Failed(anyhow::Error),
+    #[error("failed: {0}")]
+    Failed(#[from] Failure),
 }
 
-impl fmt::Display for CollectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CollectError::Unavailable(r) => write!(f, "unavailable: {r}"),
-            CollectError::Failed(e) => write!(f, "failed: {e:#}"),
-        }
+/// How reading a source that exists failed; each names the file, map or meter. The inner
+/// error's text is part of the message (one line in the log and the collector's state), so it
+/// is not repeated as a `source`.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// Reading a file of the host tree.
+    #[error("{}: {error}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// Walking the cgroup tree.
+    #[error("walking {}: {error}", root.display())]
+    Walk {
+        /// The cgroup root.
+        root: std::path::PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// `perf_event_open` for a container's cgroup.
+    #[error("perf_event_open for {}: {error}", cgroup.display())]
+    PerfOpen {
+        /// The cgroup directory.
+        cgroup: std::path::PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// Reading an open perf event group.
+    #[error("reading perf counters: {0}")]
+    PerfRead(std::io::Error),
+    /// Two meter channels with one name would be one series.
+    #[error("two meter channels are named {name:?}; give each --meter a name in the config file")]
+    DuplicateMeter {
+        /// The name.
+        name: String,
+    },
+    /// The thread that reads a meter could not be started.
+    #[error("meter thread: {0}")]
+    MeterThread(std::io::Error),
+    /// A BPF map could not be read or pruned (boxed: aya's errors are large, and every
+    /// collector's result carries this type).
+    #[error(transparent)]
+    Bpf(Box<crate::bpf::MapError>),
+}
+
+impl From<crate::bpf::MapError> for Failure {
+    fn from(e: crate::bpf::MapError) -> Self {
+        Failure::Bpf(Box::new(e))
     }
 }
 
@@ -131,7 +198,11 @@ impl CollectError {
             NotFound | PermissionDenied => {
                 CollectError::Unavailable(format!("{}: {}", path.display(), err))
             }
-            _ => CollectError::Failed(anyhow::anyhow!("{}: {}", path.display(), err)),
+            _ => Failure::Io {
+                path: path.to_path_buf(),
+                error: err,
+            }
+            .into(),
         }
     }
 }
@@ -174,4 +245,64 @@ impl fmt::Debug for Spec {
 /// Looks up a registry entry by name.
 pub fn spec(name: &str) -> Option<&'static Spec> {
     REGISTRY.iter().find(|s| s.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_read_names_the_file_and_a_missing_one_is_unavailable() {
+        let dir = tempfile::tempdir().unwrap();
+        // Reading a directory fails with EISDIR: the source is there but unreadable.
+        let e = CollectError::from_io(dir.path(), std::fs::read(dir.path()).unwrap_err());
+        assert!(
+            matches!(&e, CollectError::Failed(Failure::Io { path, .. }) if path == dir.path()),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with(&format!("failed: {}: ", dir.path().display())),
+            "{e}"
+        );
+        let missing = dir.path().join("absent");
+        let e = CollectError::from_io(&missing, std::fs::read(&missing).unwrap_err());
+        assert!(
+            matches!(&e, CollectError::Unavailable(r) if r.contains("absent")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn option_errors_name_the_flag() {
+        let zero = ebpf::EbpfOptions {
+            max_processes: Some(0),
+            ..Default::default()
+        };
+        let e = zero.validate(&["ebpf"]).unwrap_err();
+        assert!(matches!(e, OptionsError::TooSmall { min: 1, .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "--collector.ebpf.max-processes must be at least 1"
+        );
+        let orphan = ebpf::EbpfOptions {
+            per_process: true,
+            ..Default::default()
+        };
+        let e = orphan.validate(&["cpu"]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                OptionsError::NeedsCollector {
+                    collector: "ebpf",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("--collector.ebpf.per-process"),
+            "{e}"
+        );
+    }
 }

@@ -21,7 +21,7 @@ use greenpipe_common::contract;
 use perf_event_open_sys as sys;
 use tracing::warn;
 
-use super::{CollectError, Collector, Context, Report, Spec};
+use super::{CollectError, Collector, Context, Failure, Report, Spec};
 use crate::cgroup_ids::{mounted_v2_root, CgroupIndex};
 use crate::container_id::ContainerRef;
 use crate::metrics::MetricSet;
@@ -233,11 +233,9 @@ impl PerfCollector {
     /// Opens groups for new container cgroups and closes those of removed ones. Only the
     /// outermost cgroup of a container gets counters: perf cgroup events include descendants.
     fn sync(&mut self) -> Result<(), CollectError> {
-        self.index.walk().map_err(|e| {
-            CollectError::Failed(anyhow::anyhow!(
-                "walking {}: {e}",
-                self.index.root().display()
-            ))
+        self.index.walk().map_err(|error| Failure::Walk {
+            root: self.index.root().to_path_buf(),
+            error,
         })?;
         let mut wanted: HashMap<PathBuf, ContainerRef> = HashMap::new();
         let by_path: HashMap<&str, &Option<ContainerRef>> = self
@@ -277,11 +275,12 @@ impl PerfCollector {
                 }
                 // Removed between the walk and the open.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(CollectError::Failed(anyhow::anyhow!(
-                        "perf_event_open for {}: {e}",
-                        path.display()
-                    )))
+                Err(error) => {
+                    return Err(Failure::PerfOpen {
+                        cgroup: path,
+                        error,
+                    }
+                    .into())
                 }
             }
         }
@@ -328,7 +327,7 @@ impl Collector for PerfCollector {
         for (container, groups) in self.groups.values_mut() {
             let total = self.totals.entry(container.clone()).or_insert([0.0; 3]);
             for group in groups.iter_mut() {
-                let now = group.read().map_err(|e| CollectError::Failed(e.into()))?;
+                let now = group.read().map_err(Failure::PerfRead)?;
                 let delta = scaled_delta(&group.last, &now);
                 group.last = now;
                 for (t, d) in total.iter_mut().zip(delta) {

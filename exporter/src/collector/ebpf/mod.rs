@@ -30,7 +30,7 @@ use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
 use greenpipe_common::contract;
 use tracing::warn;
 
-use super::{CollectError, Collector, Context, Report, Spec};
+use super::{CollectError, Collector, Context, Failure, OptionsError, Report, Spec};
 use crate::bpf::abi::{CgroupCounters, RunningSlice};
 use crate::bpf::{self, Accounting, LoadError, Options, PROGRAMS};
 use crate::cgroup_ids::{mounted_v2_root, CgroupIndex};
@@ -74,13 +74,19 @@ impl super::CollectorOptions for EbpfOptions {
         }
     }
 
-    fn validate(&self, enabled: &[&'static str]) -> anyhow::Result<()> {
+    fn validate(&self, enabled: &[&'static str]) -> Result<(), OptionsError> {
         if self.max_processes() == 0 {
-            anyhow::bail!("--collector.ebpf.max-processes must be at least 1");
+            return Err(OptionsError::TooSmall {
+                flag: "--collector.ebpf.max-processes",
+                min: 1,
+            });
         }
         if self.per_process && !enabled.contains(&SPEC.name) {
             // It would do nothing: say so rather than let the operator wait for series that never come.
-            anyhow::bail!("per-process eBPF accounting (--collector.ebpf.per-process / [ebpf] per_process) needs the ebpf collector, which is disabled");
+            return Err(OptionsError::NeedsCollector {
+                option: "per-process eBPF accounting (--collector.ebpf.per-process / [ebpf] per_process)",
+                collector: SPEC.name,
+            });
         }
         Ok(())
     }
@@ -177,8 +183,8 @@ type Reading = (
 );
 
 impl EbpfCollector {
-    fn failed(e: impl std::fmt::Display) -> CollectError {
-        CollectError::Failed(anyhow::anyhow!("{e}"))
+    fn failed(e: crate::bpf::MapError) -> CollectError {
+        Failure::from(e).into()
     }
 
     /// The maps, then the slices. Time a CPU holds moves into a map now and then; if it moved
@@ -218,8 +224,9 @@ impl Collector for EbpfCollector {
             .any(|id| self.index.get(*id).is_none());
         let walked = unknown || self.ticks % WALK_EVERY_TICKS == 1;
         if walked {
-            self.index.walk().map_err(|e| {
-                Self::failed(format!("walking {}: {e}", self.index.root().display()))
+            self.index.walk().map_err(|error| Failure::Walk {
+                root: self.index.root().to_path_buf(),
+                error,
             })?;
         }
         let mut live = BTreeSet::new();

@@ -152,7 +152,7 @@ impl Processes {
         open: &[u64],
         sweep: bool,
         out: &mut MetricSet,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), crate::bpf::MapError> {
         let running = running_ns(slices, open);
         let mut rows = self.ledger.rows(raw, &running);
         let mut tracked = raw.len();
