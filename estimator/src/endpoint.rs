@@ -8,8 +8,90 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context;
-use greenpipe_common::secret::read_secret_file;
+use greenpipe_common::secret::{read_secret_file, SecretError};
+
+/// Why an endpoint's flags were refused. Each names the flag (`--{prefix}.…`) it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    /// The URL does not parse.
+    #[error("{prefix} URL {url:?}: {reason}")]
+    Url {
+        /// Flag prefix (`prometheus`, `remote-write`, …).
+        prefix: String,
+        /// The URL given.
+        url: String,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// The URL is not http(s).
+    #[error("{prefix} URL {url:?} must be http:// or https://")]
+    Scheme {
+        /// Flag prefix.
+        prefix: String,
+        /// The URL given.
+        url: String,
+    },
+    /// A secret file could not be used.
+    #[error("--{prefix}.{flag}")]
+    Secret {
+        /// Flag prefix.
+        prefix: String,
+        /// `password-file` or `bearer-token-file`.
+        flag: &'static str,
+        /// Why.
+        source: SecretError,
+    },
+    /// A password without a user.
+    #[error("--{prefix}.password-file needs --{prefix}.username")]
+    PasswordWithoutUsername {
+        /// Flag prefix.
+        prefix: String,
+    },
+    /// Both basic auth and a bearer token.
+    #[error("--{prefix}: use either basic auth or a bearer token, not both")]
+    BasicAndBearer {
+        /// Flag prefix.
+        prefix: String,
+    },
+    /// The CA file could not be used.
+    #[error("--{prefix}.ca-file")]
+    CaFile {
+        /// Flag prefix.
+        prefix: String,
+        /// Why.
+        source: CaError,
+    },
+    /// reqwest refused the client settings.
+    #[error("building the HTTP client")]
+    Client(#[source] reqwest::Error),
+}
+
+/// Why a CA bundle could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CaError {
+    /// The file could not be read.
+    #[error("reading {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not PEM.
+    #[error("{} is not a PEM certificate bundle", path.display())]
+    NotPem {
+        /// The file.
+        path: PathBuf,
+        /// reqwest's complaint.
+        source: reqwest::Error,
+    },
+    /// The file holds no certificate.
+    #[error("{} holds no certificate", path.display())]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+}
 
 /// How requests authenticate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,13 +140,26 @@ impl Endpoint {
         url: &str,
         flags: &AuthFlags,
         timeout: Duration,
-    ) -> anyhow::Result<Endpoint> {
-        let parsed =
-            reqwest::Url::parse(url).with_context(|| format!("{flag_prefix} URL {url:?}"))?;
-        anyhow::ensure!(
-            matches!(parsed.scheme(), "http" | "https"),
-            "{flag_prefix} URL {url:?} must be http:// or https://"
-        );
+    ) -> Result<Endpoint, EndpointError> {
+        let prefix = || flag_prefix.to_string();
+        let parsed = reqwest::Url::parse(url).map_err(|e| EndpointError::Url {
+            prefix: prefix(),
+            url: url.to_string(),
+            reason: e.to_string(),
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(EndpointError::Scheme {
+                prefix: prefix(),
+                url: url.to_string(),
+            });
+        }
+        let secret = |flag: &'static str| {
+            move |source| EndpointError::Secret {
+                prefix: prefix(),
+                flag,
+                source,
+            }
+        };
         let auth = match (
             &flags.username,
             &flags.password_file,
@@ -74,21 +169,19 @@ impl Endpoint {
             (Some(user), pw, None) => Auth::Basic {
                 username: user.clone(),
                 password: match pw {
-                    Some(path) => read_secret_file(path)
-                        .with_context(|| format!("--{flag_prefix}.password-file"))?,
+                    Some(path) => read_secret_file(path).map_err(secret("password-file"))?,
                     None => String::new(),
                 },
             },
             (None, None, Some(path)) => {
-                read_secret_file(path)
-                    .with_context(|| format!("--{flag_prefix}.bearer-token-file"))?;
+                read_secret_file(path).map_err(secret("bearer-token-file"))?;
                 Auth::BearerFile(path.clone())
             }
             (None, Some(_), _) => {
-                anyhow::bail!("--{flag_prefix}.password-file needs --{flag_prefix}.username")
+                return Err(EndpointError::PasswordWithoutUsername { prefix: prefix() })
             }
             (Some(_), _, Some(_)) => {
-                anyhow::bail!("--{flag_prefix}: use either basic auth or a bearer token, not both")
+                return Err(EndpointError::BasicAndBearer { prefix: prefix() })
             }
         };
         let mut builder = reqwest::Client::builder()
@@ -96,14 +189,17 @@ impl Endpoint {
             .connect_timeout(timeout.min(Duration::from_secs(5)))
             .user_agent(concat!("greenpipe-estimator/", env!("CARGO_PKG_VERSION")));
         if let Some(ca) = &flags.ca_file {
-            for cert in read_ca(ca).with_context(|| format!("--{flag_prefix}.ca-file"))? {
+            for cert in read_ca(ca).map_err(|source| EndpointError::CaFile {
+                prefix: prefix(),
+                source,
+            })? {
                 builder = builder.add_root_certificate(cert);
             }
         }
         Ok(Endpoint {
             url: url.trim_end_matches('/').to_string(),
             auth,
-            client: builder.build().context("building the HTTP client")?,
+            client: builder.build().map_err(EndpointError::Client)?,
         })
     }
 
@@ -111,7 +207,7 @@ impl Endpoint {
     pub fn authorise(
         &self,
         request: reqwest::RequestBuilder,
-    ) -> anyhow::Result<reqwest::RequestBuilder> {
+    ) -> Result<reqwest::RequestBuilder, SecretError> {
         Ok(match &self.auth {
             Auth::None => request,
             Auth::Basic { username, password } => request.basic_auth(username, Some(password)),
@@ -120,11 +216,20 @@ impl Endpoint {
     }
 }
 
-fn read_ca(path: &Path) -> anyhow::Result<Vec<reqwest::Certificate>> {
-    let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let certs = reqwest::Certificate::from_pem_bundle(&pem)
-        .with_context(|| format!("{} is not a PEM certificate bundle", path.display()))?;
-    anyhow::ensure!(!certs.is_empty(), "{} holds no certificate", path.display());
+fn read_ca(path: &Path) -> Result<Vec<reqwest::Certificate>, CaError> {
+    let pem = std::fs::read(path).map_err(|source| CaError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| CaError::NotPem {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if certs.is_empty() {
+        return Err(CaError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
     Ok(certs)
 }
 

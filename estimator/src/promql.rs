@@ -11,7 +11,6 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
@@ -47,14 +46,14 @@ pub struct Decoded<'a> {
 }
 
 /// Decodes a `query_range` (matrix) or `query` (vector: one point per series) answer body.
-pub fn decode_matrix(body: &[u8]) -> anyhow::Result<Vec<RangeSeries<'_>>> {
+pub fn decode_matrix(body: &[u8]) -> Result<Vec<RangeSeries<'_>>, DecodeError> {
     decode_answer(body).map(|d| d.series)
 }
 
 /// [`decode_matrix`], keeping the answer's warnings. An answer flagged partial (VictoriaMetrics
 /// cluster's `isPartial`) is an error: some storage nodes did not answer, and a tick estimated
 /// from part of the fleet's data would be written once and never corrected.
-pub fn decode_answer(body: &[u8]) -> anyhow::Result<Decoded<'_>> {
+pub fn decode_answer(body: &[u8]) -> Result<Decoded<'_>, DecodeError> {
     #[derive(Deserialize)]
     struct Answer<'a> {
         status: Cow<'a, str>,
@@ -76,27 +75,72 @@ pub fn decode_answer(body: &[u8]) -> anyhow::Result<Decoded<'_>> {
         #[serde(borrow)]
         result: Vec<RangeSeries<'a>>,
     }
-    let answer: Answer = serde_json::from_slice(body).context("decoding the PromQL answer")?;
+    let answer: Answer = serde_json::from_slice(body).map_err(DecodeError::Json)?;
     if answer.status != "success" {
-        anyhow::bail!(
-            "PromQL error ({}): {}",
-            answer.error_type.unwrap_or_default(),
-            answer.error.unwrap_or_default()
-        );
+        return Err(DecodeError::Engine {
+            error_type: answer.error_type.unwrap_or_default(),
+            error: answer.error.unwrap_or_default(),
+        });
     }
     if answer.is_partial {
-        return Err(QueryFailure::Partial(answer.warnings.join("; ")).into());
+        return Err(DecodeError::Failure(QueryFailure::Partial(
+            answer.warnings.join("; "),
+        )));
     }
-    let data = answer.data.context("PromQL answer without data")?;
-    anyhow::ensure!(
-        data.result_type == "matrix" || data.result_type == "vector",
-        "expected a matrix or vector answer, got {}",
-        data.result_type
-    );
+    let data = answer.data.ok_or(DecodeError::NoData)?;
+    if data.result_type != "matrix" && data.result_type != "vector" {
+        return Err(DecodeError::ResultType {
+            result_type: data.result_type.into_owned(),
+        });
+    }
     Ok(Decoded {
         series: data.result,
         warnings: answer.warnings,
     })
+}
+
+/// Why an answer body could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Not the API's JSON.
+    #[error("decoding the PromQL answer")]
+    Json(#[source] serde_json::Error),
+    /// `"status":"error"`: the engine refused the query.
+    #[error("PromQL error ({error_type}): {error}")]
+    Engine {
+        /// `errorType` (`bad_data`, `timeout`, …).
+        error_type: String,
+        /// `error`.
+        error: String,
+    },
+    /// A failure the caller acts on (a partial answer).
+    #[error(transparent)]
+    Failure(QueryFailure),
+    /// `"status":"success"` without `data`.
+    #[error("PromQL answer without data")]
+    NoData,
+    /// A scalar or string answer.
+    #[error("expected a matrix or vector answer, got {result_type}")]
+    ResultType {
+        /// The answer's `resultType`.
+        result_type: String,
+    },
+}
+
+/// Why a query request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// Status, timeout, network: see [`QueryFailure`].
+    #[error(transparent)]
+    Failure(#[from] QueryFailure),
+    /// The bearer token file could not be read for this request.
+    #[error("authenticating to {url}")]
+    Auth {
+        /// The engine's URL.
+        url: String,
+        /// Why.
+        source: greenpipe_common::secret::SecretError,
+    },
 }
 
 /// Why a query failed, as far as the caller can act on it.
@@ -142,9 +186,20 @@ impl QueryFailure {
         }
     }
 
-    /// The failure inside an error chain, if the chain holds one.
-    pub fn of(e: &anyhow::Error) -> Option<&QueryFailure> {
-        e.chain().find_map(|c| c.downcast_ref::<QueryFailure>())
+    /// The failure inside an error chain, if the chain holds one (directly or inside a
+    /// [`DecodeError`] or [`QueryError`], whose transparent variants hide it from `source()`).
+    pub fn of<'e>(e: &'e (dyn std::error::Error + 'static)) -> Option<&'e QueryFailure> {
+        std::iter::successors(Some(e), |e| e.source()).find_map(|e| {
+            e.downcast_ref::<QueryFailure>()
+                .or_else(|| match e.downcast_ref::<DecodeError>() {
+                    Some(DecodeError::Failure(f)) => Some(f),
+                    _ => None,
+                })
+                .or_else(|| match e.downcast_ref::<QueryError>() {
+                    Some(QueryError::Failure(f)) => Some(f),
+                    _ => None,
+                })
+        })
     }
 }
 
@@ -351,7 +406,7 @@ impl Prometheus {
         start_ms: i64,
         end_ms: i64,
         step: Duration,
-    ) -> anyhow::Result<Answer> {
+    ) -> Result<Answer, QueryError> {
         let form = [
             ("query", query.to_string()),
             ("start", format_seconds(start_ms)),
@@ -362,7 +417,7 @@ impl Prometheus {
     }
 
     /// Instant `query` at `time_ms`. Returns the raw body, to be decoded with [`decode_matrix`].
-    pub async fn query(&self, query: &str, time_ms: i64) -> anyhow::Result<Answer> {
+    pub async fn query(&self, query: &str, time_ms: i64) -> Result<Answer, QueryError> {
         let form = [
             ("query", query.to_string()),
             ("time", format_seconds(time_ms)),
@@ -370,7 +425,7 @@ impl Prometheus {
         self.post("query", &form).await
     }
 
-    async fn post(&self, api: &str, form: &[(&str, String)]) -> anyhow::Result<Answer> {
+    async fn post(&self, api: &str, form: &[(&str, String)]) -> Result<Answer, QueryError> {
         let started = Instant::now();
         let mut form: Vec<(&str, String)> = form.to_vec();
         form.extend(
@@ -399,7 +454,11 @@ impl Prometheus {
         };
         let response = self
             .endpoint
-            .authorise(request)?
+            .authorise(request)
+            .map_err(|source| QueryError::Auth {
+                url: self.endpoint.url.clone(),
+                source,
+            })?
             .send()
             .await
             .map_err(transport)?;
@@ -408,7 +467,7 @@ impl Prometheus {
         if !status.is_success() {
             // Prometheus answers 400/422/503 with a JSON error that names the problem.
             let detail = match decode_matrix(&body) {
-                Err(e) if body.starts_with(b"{") => format!("{e:#}"),
+                Err(e) if body.starts_with(b"{") => crate::error_chain(&e),
                 _ => String::from_utf8_lossy(&body).chars().take(300).collect(),
             };
             let timeout = body.windows(16).any(|w| w == b"\"errorType\":\"tim");

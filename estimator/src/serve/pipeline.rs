@@ -21,7 +21,9 @@ use crate::energy::Ledger;
 use crate::estimate::{estimate_tick, write_tick, SkipReason};
 use crate::model_registry::ModelRegistry;
 use crate::models;
-use crate::promql::{decode_answer, decode_matrix, Answer, Engine, Prometheus, QueryFailure};
+use crate::promql::{
+    decode_answer, decode_matrix, Answer, Engine, Prometheus, QueryError, QueryFailure,
+};
 use crate::readout::{assemble, node_list_query, node_matcher, QuerySet, Tick};
 use crate::remote_write::{BatchLimits, BatchWriter, RetryPolicy, Sample, Sender, TimeSeries};
 use crate::shard::Shard;
@@ -353,7 +355,8 @@ impl Pipeline {
                 }
                 Err(e) => {
                     next = Some(first);
-                    let too_big = QueryFailure::of(&e).is_some_and(QueryFailure::is_too_big);
+                    let too_big =
+                        QueryFailure::of(e.as_ref()).is_some_and(QueryFailure::is_too_big);
                     if too_big && last > first {
                         // Fewer ticks per query, at once: the same range would fail again.
                         self.chunk_ticks = (((last - first) / step + 1) as usize / 2).max(1);
@@ -583,7 +586,8 @@ impl Pipeline {
 
     /// Counts a failed request; a request that got an answer is counted by [`Self::outcome`] once
     /// its body has been decoded, so an answer that does not decode is never an `ok`.
-    fn account(&self, name: &str, result: anyhow::Result<Answer>) -> anyhow::Result<Vec<u8>> {
+    fn account(&self, name: &str, result: Result<Answer, QueryError>) -> anyhow::Result<Vec<u8>> {
+        let result = result.map_err(anyhow::Error::from);
         if let Err(e) = &result {
             self.count_failure(name, e);
         }
@@ -597,8 +601,12 @@ impl Pipeline {
 
     /// Counts the outcome of a query whose answer was decoded (and checked): `ok`, the engine's
     /// failure kind, or `error` for a body that does not decode or holds impossible values.
-    fn outcome<T>(&self, name: &str, decoded: anyhow::Result<T>) -> anyhow::Result<T> {
-        match decoded {
+    fn outcome<T, E: Into<anyhow::Error>>(
+        &self,
+        name: &str,
+        decoded: Result<T, E>,
+    ) -> anyhow::Result<T> {
+        match decoded.map_err(Into::into) {
             Ok(v) => {
                 self.telemetry
                     .queries
@@ -615,7 +623,7 @@ impl Pipeline {
 
     fn count_failure(&self, name: &str, e: &anyhow::Error) {
         let outcome =
-            QueryFailure::of(e).map_or_else(|| "error".to_string(), QueryFailure::outcome);
+            QueryFailure::of(e.as_ref()).map_or_else(|| "error".to_string(), QueryFailure::outcome);
         self.telemetry
             .queries
             .with_label_values(&[name, &outcome])
@@ -664,17 +672,19 @@ impl Pipeline {
         let body = self.account("progress", self.progress.query(&query, now_ms()).await)?;
         // A marker value that cannot be a tick makes the answer an error, like one that does not
         // decode: both mean the progress API cannot be trusted right now.
-        let resume = decode_matrix(&body).and_then(|matrix| {
-            match matrix.first().and_then(|s| s.points.last()) {
-                None => Ok(None),
-                Some(&(_, value)) => resume_tick(
-                    value,
-                    self.step_ms(),
-                    now_ms(),
-                    self.config.backfill_max_age.as_millis() as i64,
-                ),
-            }
-        });
+        let resume = decode_matrix(&body)
+            .map_err(anyhow::Error::from)
+            .and_then(
+                |matrix| match matrix.first().and_then(|s| s.points.last()) {
+                    None => Ok(None),
+                    Some(&(_, value)) => resume_tick(
+                        value,
+                        self.step_ms(),
+                        now_ms(),
+                        self.config.backfill_max_age.as_millis() as i64,
+                    ),
+                },
+            );
         self.outcome("progress", resume)
     }
 }
