@@ -20,7 +20,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context;
 use greenpipe_common::model::{ModelFile, NodeModel, SCHEMA_VERSION};
 
 use crate::models;
@@ -63,6 +62,28 @@ pub struct Poll {
     pub refused: Vec<Refusal>,
 }
 
+/// Why the model set could not be (re)loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// A file named explicitly (or the bundled profile) did not load.
+    #[error(transparent)]
+    Load(#[from] models::LoadError),
+    /// A `--models` directory could not be listed.
+    #[error("listing {}", path.display())]
+    List {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// No file of the set loaded.
+    #[error("{paths:?} hold no loadable model file")]
+    NothingLoadable {
+        /// `--models`.
+        paths: Vec<PathBuf>,
+    },
+}
+
 /// The model set in force and the state of the files behind it.
 #[derive(Debug)]
 pub struct ModelRegistry {
@@ -77,7 +98,7 @@ impl ModelRegistry {
     /// Loads `--models` (files and directories, merged in the order given; the bundled profile
     /// when none). A file named explicitly must load; in a directory, files that do not load
     /// are logged and left out. At least one model must remain.
-    pub fn open(paths: &[PathBuf]) -> anyhow::Result<ModelRegistry> {
+    pub fn open(paths: &[PathBuf]) -> Result<ModelRegistry, RegistryError> {
         let mut registry = ModelRegistry {
             paths: paths.to_vec(),
             stamps: BTreeMap::new(),
@@ -101,7 +122,9 @@ impl ModelRegistry {
         }
         let merged = poll
             .candidate
-            .with_context(|| format!("{paths:?} hold no loadable model file"))?;
+            .ok_or_else(|| RegistryError::NothingLoadable {
+                paths: paths.to_vec(),
+            })?;
         registry.active = Arc::new(merged);
         Ok(registry)
     }
@@ -117,7 +140,7 @@ impl ModelRegistry {
     }
 
     /// Files of the model set, in merge order.
-    fn files(&self) -> anyhow::Result<Vec<PathBuf>> {
+    fn files(&self) -> Result<Vec<PathBuf>, RegistryError> {
         let mut out = Vec::new();
         for path in &self.paths {
             if !path.is_dir() {
@@ -125,10 +148,12 @@ impl ModelRegistry {
                 continue;
             }
             let mut in_dir = Vec::new();
-            for entry in
-                std::fs::read_dir(path).with_context(|| format!("listing {}", path.display()))?
-            {
-                let entry = entry?;
+            let list = |source| RegistryError::List {
+                path: path.clone(),
+                source,
+            };
+            for entry in std::fs::read_dir(path).map_err(list)? {
+                let entry = entry.map_err(list)?;
                 let name = entry.file_name();
                 let name = name.to_string_lossy();
                 // `..data` and `..2026_12_01_...` of a ConfigMap mount, editors' swap files,
@@ -148,7 +173,7 @@ impl ModelRegistry {
 
     /// Looks for changes (`force`: read every file again even if none changed, as on SIGHUP).
     /// Returns the merged model set when it differs from the one in force, and the files refused.
-    pub fn poll(&mut self, force: bool) -> anyhow::Result<Poll> {
+    pub fn poll(&mut self, force: bool) -> Result<Poll, RegistryError> {
         let mut poll = Poll::default();
         if self.paths.is_empty() {
             return Ok(poll);
@@ -169,7 +194,7 @@ impl ModelRegistry {
                 }
                 Err(e) => poll.refused.push(Refusal {
                     file: file.clone(),
-                    error: format!("{e:#}"),
+                    error: crate::error_chain(&e),
                 }),
             }
         }

@@ -3,20 +3,50 @@
 
 use std::path::Path;
 
-use anyhow::Context;
+use std::path::PathBuf;
+
 use greenpipe_common::features::Feature;
-use greenpipe_common::model::ModelFile;
+use greenpipe_common::model::{ModelError, ModelFile};
+
+/// Why a model file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("reading model file {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not a valid model file.
+    #[error("loading {origin}")]
+    Invalid {
+        /// The file, or "the bundled default profile".
+        origin: String,
+        /// What is wrong with it.
+        source: ModelError,
+    },
+    /// The file is valid and empty.
+    #[error("{origin} holds no model")]
+    Empty {
+        /// The file, or "the bundled default profile".
+        origin: String,
+    },
+}
 
 /// The bundled profile (`estimator/models/default.json`): utilisation interpolation between
 /// published idle and full-load figures, named `uncalibrated-*`.
 pub const BUNDLED: &str = include_str!("../models/default.json");
 
 /// Reads and checks a model file, or the bundled profile when `path` is `None`.
-pub fn load(path: Option<&Path>) -> anyhow::Result<ModelFile> {
+pub fn load(path: Option<&Path>) -> Result<ModelFile, LoadError> {
     let (text, origin) = match path {
         Some(p) => (
-            std::fs::read_to_string(p)
-                .with_context(|| format!("reading model file {}", p.display()))?,
+            std::fs::read_to_string(p).map_err(|source| LoadError::Read {
+                path: p.to_path_buf(),
+                source,
+            })?,
             p.display().to_string(),
         ),
         None => (
@@ -24,8 +54,13 @@ pub fn load(path: Option<&Path>) -> anyhow::Result<ModelFile> {
             "the bundled default profile".to_string(),
         ),
     };
-    let file = ModelFile::from_json(&text).with_context(|| format!("loading {origin}"))?;
-    anyhow::ensure!(!file.models.is_empty(), "{origin} holds no model");
+    let file = match ModelFile::from_json(&text) {
+        Ok(file) => file,
+        Err(source) => return Err(LoadError::Invalid { origin, source }),
+    };
+    if file.models.is_empty() {
+        return Err(LoadError::Empty { origin });
+    }
     Ok(file)
 }
 
@@ -104,14 +139,12 @@ mod tests {
         ];
         for (text, expected) in cases {
             std::fs::write(&path, text).unwrap();
-            let err = format!("{:#}", load(Some(&path)).unwrap_err());
+            // As the binary prints it (anyhow's `{:#}`: the message and its sources).
+            let err = crate::error_chain(&load(Some(&path)).unwrap_err());
             assert!(err.contains(expected), "{expected:?} not in {err:?}");
             assert!(err.contains("m.json"), "{err}");
         }
-        let err = format!(
-            "{:#}",
-            load(Some(&dir.path().join("absent.json"))).unwrap_err()
-        );
+        let err = crate::error_chain(&load(Some(&dir.path().join("absent.json"))).unwrap_err());
         assert!(err.contains("absent.json"), "{err}");
     }
 }

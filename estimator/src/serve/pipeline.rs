@@ -206,7 +206,8 @@ impl Pipeline {
         let poll = match registry.poll(force) {
             Ok(p) => p,
             Err(e) => {
-                warn!(error = %format!("{e:#}"), "reading the model files failed; models unchanged");
+                let error = crate::error_chain(&e);
+                warn!(%error, "reading the model files failed; models unchanged");
                 self.refused();
                 return None;
             }
