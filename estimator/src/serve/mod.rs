@@ -51,7 +51,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         });
         tokio::select! {
             r = server => r?,
-            r = pipeline.run() => r?,
+            never = pipeline.run() => match never {},
             _ = shutdown_signal() => info!("shutting down"),
         }
         Ok(())

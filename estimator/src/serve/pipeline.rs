@@ -20,9 +20,10 @@ use crate::endpoint::Endpoint;
 use crate::energy::Ledger;
 use crate::estimate::{estimate_tick, write_tick, SkipReason};
 use crate::model_registry::ModelRegistry;
+use crate::model_registry::RegistryError;
 use crate::models;
 use crate::promql::{
-    decode_answer, decode_matrix, Answer, Engine, Prometheus, QueryError, QueryFailure,
+    decode_answer, decode_matrix, Answer, DecodeError, Engine, Prometheus, QueryError, QueryFailure,
 };
 use crate::readout::{assemble, node_list_query, node_matcher, QuerySet, Tick};
 use crate::remote_write::{BatchLimits, BatchWriter, RetryPolicy, Sample, Sender, TimeSeries};
@@ -139,9 +140,59 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Why a read, the resume or the progress lookup failed: the query (its `queries` counter name)
+/// and why.
+#[derive(Debug, thiserror::Error)]
+#[error("query {query}")]
+pub struct ReadError {
+    /// `node_features`, `progress`, …
+    pub query: String,
+    /// Why.
+    #[source]
+    pub cause: ReadFailure,
+}
+
+/// The cause of a [`ReadError`].
+#[derive(Debug, thiserror::Error)]
+pub enum ReadFailure {
+    /// The request failed.
+    #[error(transparent)]
+    Request(#[from] QueryError),
+    /// The answer did not decode.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The progress marker cannot be a tick.
+    #[error(transparent)]
+    Marker(#[from] MarkerError),
+}
+
+impl ReadFailure {
+    /// The failure the tick loop acts on (fewer ticks per query) and counts by kind.
+    pub fn failure(&self) -> Option<&QueryFailure> {
+        match self {
+            ReadFailure::Request(QueryError::Failure(f))
+            | ReadFailure::Decode(DecodeError::Failure(f)) => Some(f),
+            _ => None,
+        }
+    }
+}
+
+/// A progress marker value that cannot be a tick time (see [`resume_tick`]).
+#[derive(Debug, thiserror::Error)]
+#[error("progress marker value {value} is not a tick time of the last {window_ms} ms")]
+pub struct MarkerError {
+    /// The marker's value (Unix seconds).
+    pub value: f64,
+    /// The window looked at.
+    pub window_ms: i64,
+}
+
 impl Pipeline {
     /// Prepares the queries and clients.
-    pub fn new(mut config: PipelineConfig, telemetry: Arc<Telemetry>) -> anyhow::Result<Pipeline> {
+    pub fn new(
+        mut config: PipelineConfig,
+        telemetry: Arc<Telemetry>,
+    ) -> Result<Pipeline, RegistryError> {
         let shard_matcher = match &config.shard_label {
             Some(name) if config.shard.is_partial() => {
                 format!("{name}=\"{}\"", config.shard.index)
@@ -293,7 +344,8 @@ impl Pipeline {
 
     /// Runs until the future is dropped. Nothing here is fatal: failed queries are retried with
     /// backoff, failed writes inside the sender (bad configuration was refused at start).
-    pub async fn run(mut self) -> anyhow::Result<()> {
+    /// Runs the tick loop; it never ends (failures are retried).
+    pub async fn run(mut self) -> std::convert::Infallible {
         let step = self.step_ms();
         let mut next: Option<i64> = None;
         let mut failures = 0u32;
@@ -356,13 +408,12 @@ impl Pipeline {
                 }
                 Err(e) => {
                     next = Some(first);
-                    let too_big =
-                        QueryFailure::of(e.as_ref()).is_some_and(QueryFailure::is_too_big);
+                    let too_big = e.cause.failure().is_some_and(QueryFailure::is_too_big);
                     if too_big && last > first {
                         // Fewer ticks per query, at once: the same range would fail again.
                         self.chunk_ticks = (((last - first) / step + 1) as usize / 2).max(1);
                         warn!(
-                            error = %format!("{e:#}"),
+                            error = %crate::error_chain(&e),
                             ticks_per_query = self.chunk_ticks,
                             "the engine refused the query's size; asking for fewer ticks"
                         );
@@ -376,14 +427,14 @@ impl Pipeline {
         }
     }
 
-    async fn backoff(&self, what: &str, e: &anyhow::Error, failures: u32) {
+    async fn backoff(&self, what: &str, e: &ReadError, failures: u32) {
         let wait = self.config.retry.backoff(failures.saturating_sub(1));
-        warn!(error = %format!("{e:#}"), ?wait, "{what} failed; retrying");
+        warn!(error = %crate::error_chain(e), ?wait, "{what} failed; retrying");
         tokio::time::sleep(wait).await;
     }
 
     /// Reads ticks `first..=last`, then estimates and writes them one by one, in order.
-    async fn process(&mut self, first: i64, last: i64, ready: i64) -> anyhow::Result<()> {
+    async fn process(&mut self, first: i64, last: i64, ready: i64) -> Result<(), ReadError> {
         let step = self.step_ms();
         // Models change only here, between batches: every tick is estimated with one set.
         let mut active = self.active_set();
@@ -459,7 +510,7 @@ impl Pipeline {
     }
 
     /// Which series this shard reads for ticks `first..=last`.
-    async fn scope(&self, first: i64, last: i64) -> anyhow::Result<Scope> {
+    async fn scope(&self, first: i64, last: i64) -> Result<Scope, ReadError> {
         if !self.config.shard.is_partial() || self.config.shard_label.is_some() {
             return Ok(Scope::Fixed);
         }
@@ -490,7 +541,7 @@ impl Pipeline {
         q: &QuerySet,
         first: i64,
         last: i64,
-    ) -> anyhow::Result<Vec<Tick>> {
+    ) -> Result<Vec<Tick>, ReadError> {
         let step = self.config.interval;
         let count = ((last - first) / step.as_millis() as i64 + 1) as usize;
         let scoped;
@@ -549,7 +600,7 @@ impl Pipeline {
         &self,
         name: &str,
         body: &'b [u8],
-    ) -> anyhow::Result<Vec<crate::promql::RangeSeries<'b>>> {
+    ) -> Result<Vec<crate::promql::RangeSeries<'b>>, ReadError> {
         let decoded = self.outcome(name, decode_answer(body))?;
         if !decoded.warnings.is_empty() {
             warn!(query = name, warnings = ?decoded.warnings, "the engine attached warnings");
@@ -567,7 +618,7 @@ impl Pipeline {
         query: &str,
         first: i64,
         last: i64,
-    ) -> anyhow::Result<Vec<u8>> {
+    ) -> Result<Vec<u8>, ReadError> {
         self.query(&self.source, name, query, first, last).await
     }
 
@@ -578,7 +629,7 @@ impl Pipeline {
         query: &str,
         first: i64,
         last: i64,
-    ) -> anyhow::Result<Vec<u8>> {
+    ) -> Result<Vec<u8>, ReadError> {
         let result = api
             .query_range(query, first, last, self.config.interval)
             .await;
@@ -587,12 +638,12 @@ impl Pipeline {
 
     /// Counts a failed request; a request that got an answer is counted by [`Self::outcome`] once
     /// its body has been decoded, so an answer that does not decode is never an `ok`.
-    fn account(&self, name: &str, result: Result<Answer, QueryError>) -> anyhow::Result<Vec<u8>> {
-        let result = result.map_err(anyhow::Error::from);
-        if let Err(e) = &result {
-            self.count_failure(name, e);
-        }
-        let answer = result.map_err(|e| e.context(format!("query {name}")))?;
+    fn account(
+        &self,
+        name: &str,
+        result: Result<Answer, QueryError>,
+    ) -> Result<Vec<u8>, ReadError> {
+        let answer = result.map_err(|e| self.failed(name, e.into()))?;
         self.telemetry
             .query_duration
             .with_label_values(&[name])
@@ -602,12 +653,12 @@ impl Pipeline {
 
     /// Counts the outcome of a query whose answer was decoded (and checked): `ok`, the engine's
     /// failure kind, or `error` for a body that does not decode or holds impossible values.
-    fn outcome<T, E: Into<anyhow::Error>>(
+    fn outcome<T, E: Into<ReadFailure>>(
         &self,
         name: &str,
         decoded: Result<T, E>,
-    ) -> anyhow::Result<T> {
-        match decoded.map_err(Into::into) {
+    ) -> Result<T, ReadError> {
+        match decoded {
             Ok(v) => {
                 self.telemetry
                     .queries
@@ -615,25 +666,28 @@ impl Pipeline {
                     .inc();
                 Ok(v)
             }
-            Err(e) => {
-                self.count_failure(name, &e);
-                Err(e.context(format!("query {name}")))
-            }
+            Err(e) => Err(self.failed(name, e.into())),
         }
     }
 
-    fn count_failure(&self, name: &str, e: &anyhow::Error) {
-        let outcome =
-            QueryFailure::of(e.as_ref()).map_or_else(|| "error".to_string(), QueryFailure::outcome);
+    /// Counts a failure of query `name` by kind and names the query in the error.
+    fn failed(&self, name: &str, cause: ReadFailure) -> ReadError {
+        let outcome = cause
+            .failure()
+            .map_or_else(|| "error".to_string(), QueryFailure::outcome);
         self.telemetry
             .queries
             .with_label_values(&[name, &outcome])
             .inc();
+        ReadError {
+            query: name.to_string(),
+            cause,
+        }
     }
 
     /// Finds the last tick this shard wrote and restores the energy counters as they were
     /// written at that tick.
-    async fn resume(&mut self) -> anyhow::Result<Option<i64>> {
+    async fn resume(&mut self) -> Result<Option<i64>, ReadError> {
         let Some(last) = self.resume_point().await? else {
             return Ok(None);
         };
@@ -646,7 +700,11 @@ impl Pipeline {
         let (node, container) = tokio::try_join!(
             self.progress.query(&node_query, last),
             self.progress.query(&container_query, last),
-        )?;
+        )
+        .map_err(|e| ReadError {
+            query: "energy_resume".to_string(),
+            cause: e.into(),
+        })?;
         let node = self.account("energy_resume", Ok(node))?;
         let container = self.account("energy_resume", Ok(container))?;
         let mut energy = Ledger::new(self.config.backfill_max_age.as_millis() as i64);
@@ -661,7 +719,7 @@ impl Pipeline {
     }
 
     /// The last tick this shard wrote, from its marker series within the backfill horizon.
-    async fn resume_point(&self) -> anyhow::Result<Option<i64>> {
+    async fn resume_point(&self) -> Result<Option<i64>, ReadError> {
         let window_s = self.config.backfill_max_age.as_secs().max(1);
         let query = format!(
             "max(max_over_time({}{{{}=\"{}\"}}[{window_s}s]))",
@@ -673,19 +731,21 @@ impl Pipeline {
         let body = self.account("progress", self.progress.query(&query, now_ms()).await)?;
         // A marker value that cannot be a tick makes the answer an error, like one that does not
         // decode: both mean the progress API cannot be trusted right now.
-        let resume = decode_matrix(&body)
-            .map_err(anyhow::Error::from)
-            .and_then(
-                |matrix| match matrix.first().and_then(|s| s.points.last()) {
-                    None => Ok(None),
-                    Some(&(_, value)) => resume_tick(
-                        value,
-                        self.step_ms(),
-                        now_ms(),
-                        self.config.backfill_max_age.as_millis() as i64,
-                    ),
-                },
-            );
+        let resume =
+            decode_matrix(&body)
+                .map_err(ReadFailure::from)
+                .and_then(
+                    |matrix| match matrix.first().and_then(|s| s.points.last()) {
+                        None => Ok(None),
+                        Some(&(_, value)) => resume_tick(
+                            value,
+                            self.step_ms(),
+                            now_ms(),
+                            self.config.backfill_max_age.as_millis() as i64,
+                        )
+                        .map_err(ReadFailure::from),
+                    },
+                );
         self.outcome("progress", resume)
     }
 }
@@ -701,12 +761,11 @@ pub fn resume_tick(
     step_ms: i64,
     now_ms: i64,
     window_ms: i64,
-) -> anyhow::Result<Option<i64>> {
+) -> Result<Option<i64>, MarkerError> {
     let oldest = now_ms - window_ms - step_ms;
-    anyhow::ensure!(
-        value.is_finite() && value * 1000.0 >= oldest as f64 && value < 1e13,
-        "progress marker value {value} is not a tick time of the last {window_ms} ms"
-    );
+    if !(value.is_finite() && value * 1000.0 >= oldest as f64 && value < 1e13) {
+        return Err(MarkerError { value, window_ms });
+    }
     let tick = align_down((value * 1000.0).round() as i64, step_ms);
     if tick > now_ms + step_ms {
         warn!(
