@@ -283,5 +283,11 @@ mod tests {
         };
         let err = Endpoint::new("prometheus", "https://p", &bad_ca, t).unwrap_err();
         assert!(format!("{err:#}").contains("ca-file"), "{err:#}");
+        // The chain names the flag, then the file, each once.
+        let text = crate::error_chain(&err);
+        assert!(
+            text.starts_with("--prometheus.ca-file: ") && text.matches("token").count() == 1,
+            "{text}"
+        );
     }
 }

@@ -796,6 +796,46 @@ mod tests {
     const HOUR: i64 = 3_600_000;
 
     #[test]
+    fn a_read_error_names_the_query_and_keeps_the_failure_kind() {
+        let partial =
+            br#"{"status":"success","isPartial":true,"warnings":["store b down"],"data":{"resultType":"matrix","result":[]}}"#;
+        let e = ReadError {
+            query: "node_features".into(),
+            cause: decode_answer(partial).unwrap_err().into(),
+        };
+        assert_eq!(
+            e.cause.failure().map(QueryFailure::outcome).as_deref(),
+            Some("partial")
+        );
+        assert_eq!(
+            crate::error_chain(&e),
+            "query node_features: partial PromQL answer refused: store b down"
+        );
+        let too_big = ReadError {
+            query: "container_features".into(),
+            cause: QueryError::from(QueryFailure::Status {
+                status: 422,
+                detail: "too many samples".into(),
+            })
+            .into(),
+        };
+        assert!(too_big
+            .cause
+            .failure()
+            .is_some_and(QueryFailure::is_too_big));
+        let json = ReadError {
+            query: "progress".into(),
+            cause: decode_matrix(b"{").unwrap_err().into(),
+        };
+        assert!(json.cause.failure().is_none());
+        let text = crate::error_chain(&json);
+        assert!(
+            text.starts_with("query progress: decoding the PromQL answer: EOF"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_plausible_marker_is_the_resume_point() {
         let v = 1_699_999_990.0;
         assert_eq!(
