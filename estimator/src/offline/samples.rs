@@ -7,10 +7,61 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
 use greenpipe_common::features::Feature;
 use greenpipe_common::model::FeatureScaling;
-use greenpipe_common::trace::{column_status, parse_trace, ColumnStatus, TraceRow};
+use greenpipe_common::trace::{column_status, parse_trace, ColumnStatus, TraceError, TraceRow};
+
+/// Why traces could not be turned into samples. Each names the path, file or node.
+#[derive(Debug, thiserror::Error)]
+pub enum SamplesError {
+    /// A trace directory could not be listed.
+    #[error("reading directory {}", path.display())]
+    ReadDir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A path given does not exist.
+    #[error("trace path {} does not exist", path.display())]
+    Missing {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The paths hold no `*.csv`.
+    #[error("no trace CSV files under {paths:?}")]
+    NoFiles {
+        /// The paths given.
+        paths: Vec<PathBuf>,
+    },
+    /// A trace file could not be read.
+    #[error("reading {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A trace file is malformed (the error names the file and line).
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// Every feature column of a node is empty or constant.
+    #[error("node {node}: no feature column varies in its traces; nothing to train on")]
+    NothingVaries {
+        /// The node.
+        node: String,
+    },
+    /// A trace holds two workloads.
+    #[error("{}: holds workloads {first:?} and {other:?}; write one workload per trace", path.display())]
+    MixedWorkloads {
+        /// The file.
+        path: PathBuf,
+        /// Its first row's workload.
+        first: String,
+        /// Another row's.
+        other: String,
+    },
+}
 
 /// Row-major matrix of f64.
 #[derive(Debug, Clone, Default)]
@@ -220,13 +271,18 @@ pub fn workload_group(workload: &str) -> String {
 }
 
 /// Expands files and directories (recursively, `*.csv`) into a sorted list of trace files.
-pub fn trace_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    fn walk(p: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SamplesError> {
+    fn walk(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), SamplesError> {
         if p.is_dir() {
+            let read_dir = |source| SamplesError::ReadDir {
+                path: p.to_path_buf(),
+                source,
+            };
             let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-                .with_context(|| format!("reading directory {}", p.display()))?
+                .map_err(read_dir)?
                 .map(|e| e.map(|e| e.path()))
-                .collect::<Result<_, _>>()?;
+                .collect::<Result<_, _>>()
+                .map_err(read_dir)?;
             entries.sort();
             for e in entries {
                 if e.is_dir() || e.extension().is_some_and(|x| x == "csv") {
@@ -236,7 +292,9 @@ pub fn trace_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
         } else if p.exists() {
             out.push(p.to_path_buf());
         } else {
-            bail!("trace path {} does not exist", p.display());
+            return Err(SamplesError::Missing {
+                path: p.to_path_buf(),
+            });
         }
         Ok(())
     }
@@ -245,21 +303,26 @@ pub fn trace_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
         walk(p, &mut out)?;
     }
     if out.is_empty() {
-        bail!("no trace CSV files under {paths:?}");
+        return Err(SamplesError::NoFiles {
+            paths: paths.to_vec(),
+        });
     }
     Ok(out)
 }
 
 /// Reads every trace and groups the rows by node. `only` restricts the features offered
 /// (`None` = all canonical ones).
-pub fn load(paths: &[PathBuf], only: Option<&[Feature]>) -> anyhow::Result<Vec<NodeSamples>> {
+pub fn load(paths: &[PathBuf], only: Option<&[Feature]>) -> Result<Vec<NodeSamples>, SamplesError> {
     load_with(paths, only, false)
 }
 
 /// Like [`load`] with exactly `columns`, kept also where they are constant: a model is scored on
 /// what it was trained with, and a feature that happens to be constant in the scored traces
 /// (no network traffic at all during a workload) is still a valid input.
-pub fn load_columns(paths: &[PathBuf], columns: &[Feature]) -> anyhow::Result<Vec<NodeSamples>> {
+pub fn load_columns(
+    paths: &[PathBuf],
+    columns: &[Feature],
+) -> Result<Vec<NodeSamples>, SamplesError> {
     load_with(paths, Some(columns), true)
 }
 
@@ -267,11 +330,13 @@ fn load_with(
     paths: &[PathBuf],
     only: Option<&[Feature]>,
     keep_constant: bool,
-) -> anyhow::Result<Vec<NodeSamples>> {
+) -> Result<Vec<NodeSamples>, SamplesError> {
     let mut by_node: BTreeMap<String, Vec<(PathBuf, Vec<TraceRow>)>> = BTreeMap::new();
     for path in trace_files(paths)? {
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(|source| SamplesError::Read {
+            path: path.clone(),
+            source,
+        })?;
         let rows = parse_trace(&path.display().to_string(), &text)?;
         let mut per_node: BTreeMap<String, Vec<TraceRow>> = BTreeMap::new();
         for r in rows {
@@ -292,7 +357,7 @@ fn build_node(
     traces: Vec<(PathBuf, Vec<TraceRow>)>,
     only: Option<&[Feature]>,
     keep_constant: bool,
-) -> anyhow::Result<NodeSamples> {
+) -> Result<NodeSamples, SamplesError> {
     let mut notes = Vec::new();
     let metered = traces
         .iter()
@@ -317,7 +382,7 @@ fn build_node(
         }
     }
     if features.is_empty() {
-        bail!("node {node}: no feature column varies in its traces; nothing to train on");
+        return Err(SamplesError::NothingVaries { node });
     }
     let mut s = NodeSamples {
         node: node.clone(),
@@ -350,11 +415,11 @@ fn build_node(
         let (mut kept, mut no_power, mut no_feature) = (0, 0, 0);
         for r in &rows {
             if r.workload != workload {
-                bail!(
-                    "{}: holds workloads {workload:?} and {:?}; write one workload per trace",
-                    path.display(),
-                    r.workload
-                );
+                return Err(SamplesError::MixedWorkloads {
+                    path,
+                    first: workload,
+                    other: r.workload.clone(),
+                });
             }
             let Some(power) = r.power_watts else {
                 no_power += 1;
