@@ -15,6 +15,77 @@ use greenpipe_common::features::{Feature, FeatureValues};
 use greenpipe_common::names::{label, meter};
 use greenpipe_common::trace::{write_trace, TraceRow};
 
+/// Why [`extract`] failed: the URL or the query, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ExtractError {
+    /// The request failed.
+    #[error("querying {url}")]
+    Request {
+        /// The query API's URL.
+        url: String,
+        /// reqwest's error.
+        source: reqwest::Error,
+    },
+    /// The answer is not JSON.
+    #[error("reading the answer of {url}")]
+    Body {
+        /// The query API's URL.
+        url: String,
+        /// reqwest's error.
+        source: reqwest::Error,
+    },
+    /// Prometheus answered with an error status.
+    #[error("Prometheus refused {promql:?}: {error} ({status})")]
+    Refused {
+        /// The query.
+        promql: String,
+        /// Prometheus' `error`.
+        error: String,
+        /// The HTTP status.
+        status: reqwest::StatusCode,
+    },
+    /// The answer is not the one-series matrix expected.
+    #[error("answer to {promql:?}")]
+    Answer {
+        /// The query.
+        promql: String,
+        /// What is wrong with it.
+        source: MatrixError,
+    },
+}
+
+/// Why a range-query answer is not one series of numbers.
+#[derive(Debug, thiserror::Error)]
+pub enum MatrixError {
+    /// An error or a non-matrix answer.
+    #[error("not a successful matrix answer: {body}")]
+    NotMatrix {
+        /// The answer.
+        body: String,
+    },
+    /// No `data.result`.
+    #[error("no data.result array")]
+    NoResult,
+    /// More than one series.
+    #[error("{count} series where the node sum should give one")]
+    ManySeries {
+        /// How many.
+        count: usize,
+    },
+    /// A series without `values`.
+    #[error("no values")]
+    NoValues,
+    /// A point's time is not a number.
+    #[error("timestamp is not a number")]
+    Timestamp,
+    /// A point's value is not a string.
+    #[error("value is not a string")]
+    NotString,
+    /// A point's value string is not a number.
+    #[error("value is not a number")]
+    NotNumber(#[source] std::num::ParseFloatError),
+}
+
 /// `dataset` arguments.
 #[derive(Debug, Clone, Args)]
 pub struct DatasetArgs {
@@ -93,7 +164,7 @@ pub fn run(args: DatasetArgs) -> anyhow::Result<()> {
 }
 
 /// Queries every series and aligns them into trace rows (one per step with any value).
-pub async fn extract(args: &DatasetArgs) -> anyhow::Result<Vec<TraceRow>> {
+pub async fn extract(args: &DatasetArgs) -> Result<Vec<TraceRow>, ExtractError> {
     let client = reqwest::Client::new();
     let url = format!(
         "{}/api/v1/query_range",
@@ -113,19 +184,27 @@ pub async fn extract(args: &DatasetArgs) -> anyhow::Result<Vec<TraceRow>> {
                 ])
                 .send()
                 .await
-                .with_context(|| format!("querying {url}"))?;
+                .map_err(|source| ExtractError::Request {
+                    url: url.clone(),
+                    source,
+                })?;
             let status = response.status();
-            let body: serde_json::Value = response
-                .json()
-                .await
-                .with_context(|| format!("reading the answer of {url}"))?;
+            let body: serde_json::Value =
+                response.json().await.map_err(|source| ExtractError::Body {
+                    url: url.clone(),
+                    source,
+                })?;
             if !status.is_success() {
-                bail!(
-                    "Prometheus refused {promql:?}: {} ({status})",
-                    body["error"].as_str().unwrap_or("no error message")
-                );
+                return Err(ExtractError::Refused {
+                    error: body["error"]
+                        .as_str()
+                        .unwrap_or("no error message")
+                        .to_string(),
+                    promql,
+                    status,
+                });
             }
-            parse_matrix(&body).with_context(|| format!("answer to {promql:?}"))
+            parse_matrix(&body).map_err(|source| ExtractError::Answer { promql, source })
         }
     };
     let w = &args.rate_window;
@@ -163,33 +242,39 @@ pub async fn extract(args: &DatasetArgs) -> anyhow::Result<Vec<TraceRow>> {
 }
 
 /// `(timestamp ms, value)` of the single series of a range-query answer (none = no data).
-pub fn parse_matrix(body: &serde_json::Value) -> anyhow::Result<Vec<(i64, f64)>> {
+pub fn parse_matrix(body: &serde_json::Value) -> Result<Vec<(i64, f64)>, MatrixError> {
     if body["status"] != "success" || body["data"]["resultType"] != "matrix" {
-        bail!("not a successful matrix answer: {body}");
+        return Err(MatrixError::NotMatrix {
+            body: body.to_string(),
+        });
     }
     let result = body["data"]["result"]
         .as_array()
-        .context("no data.result array")?;
+        .ok_or(MatrixError::NoResult)?;
     if result.len() > 1 {
-        bail!("{} series where the node sum should give one", result.len());
+        return Err(MatrixError::ManySeries {
+            count: result.len(),
+        });
     }
     let Some(series) = result.first() else {
         return Ok(Vec::new());
     };
     series["values"]
         .as_array()
-        .context("no values")?
+        .ok_or(MatrixError::NoValues)?
         .iter()
         .map(|pair| {
-            let t = pair[0].as_f64().context("timestamp is not a number")?;
+            let t = pair[0].as_f64().ok_or(MatrixError::Timestamp)?;
             let v: f64 = pair[1]
                 .as_str()
-                .context("value is not a string")?
+                .ok_or(MatrixError::NotString)?
                 .parse()
-                .context("value is not a number")?;
+                .map_err(MatrixError::NotNumber)?;
             Ok(((t * 1000.0).round() as i64, v))
         })
-        .filter(|r: &anyhow::Result<(i64, f64)>| r.as_ref().map_or(true, |(_, v)| v.is_finite()))
+        .filter(|r: &Result<(i64, f64), MatrixError>| {
+            r.as_ref().map_or(true, |(_, v)| v.is_finite())
+        })
         .collect()
 }
 
