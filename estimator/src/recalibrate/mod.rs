@@ -313,7 +313,7 @@ impl Recalibrator {
         })
         .await;
         let outcome = match rows {
-            Err(e) => Outcome::Failed(format!("extracting the window: {e:#}")),
+            Err(e) => Outcome::Failed(format!("extracting the window: {}", crate::error_chain(&e))),
             Ok(rows) => {
                 let cpu = cpu_time();
                 let judged = judge(model, &rows, &self.validation, &self.args, &mut report);
