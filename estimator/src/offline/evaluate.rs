@@ -224,7 +224,7 @@ fn run_one(
         &spec.candidate,
         fits.entry(spec.columns.clone()).or_default(),
     )
-    .map_err(|e| format!("{}: {e:#}", spec.label))?;
+    .map_err(|e| format!("{}: {}", spec.label, crate::error_chain(&e)))?;
     Ok(job
         .test_groups
         .iter()

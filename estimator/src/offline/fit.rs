@@ -12,7 +12,7 @@
 
 use greenpipe_common::model::{FeatureScaling, ModelKind, PowerBounds};
 
-use crate::offline::models::{Candidate, Fits};
+use crate::offline::models::{Candidate, FitError, Fits};
 use crate::offline::samples::NodeSamples;
 
 /// A fitted model: inputs, their scaling and the regressor.
@@ -80,7 +80,7 @@ pub fn fit(
     rows: &[usize],
     columns: &[usize],
     candidate: &Candidate,
-) -> anyhow::Result<Fitted> {
+) -> Result<Fitted, FitError> {
     fit_reusing(s, rows, columns, candidate, &mut Fits::default())
 }
 
@@ -91,7 +91,7 @@ pub fn fit_reusing(
     columns: &[usize],
     candidate: &Candidate,
     fits: &mut Fits,
-) -> anyhow::Result<Fitted> {
+) -> Result<Fitted, FitError> {
     let selected = s.x.select(rows);
     let raw = selected.columns(columns);
     let features: Vec<_> = columns.iter().map(|&c| s.features[c]).collect();
@@ -110,10 +110,9 @@ pub fn fit_reusing(
             .collect();
     }
     if keep.is_empty() {
-        anyhow::bail!(
-            "every input of {} is constant in the training rows",
-            candidate.name()
-        );
+        return Err(FitError::ConstantInputs {
+            candidate: candidate.name(),
+        });
     }
     let dropped: Vec<usize> = (0..columns.len())
         .filter(|i| !keep.contains(i))

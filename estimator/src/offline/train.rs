@@ -174,7 +174,12 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
                     power_bounds: Some(f.bounds),
                 })
             }
-            Err(e) => notes.push(format!("{}: {} not stored: {e:#}", s.node, b.label)),
+            Err(e) => notes.push(format!(
+                "{}: {} not stored: {}",
+                s.node,
+                b.label,
+                crate::error_chain(&e)
+            )),
         }
     }
     let (idle, weights) = attribution::fit(&s.features, &s.x, &s.y);

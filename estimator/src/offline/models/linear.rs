@@ -5,23 +5,24 @@
 //! thousands of passes over the rows and dominated crossval's wall time, while the normal
 //! equations need one pass and a p×p Cholesky solve.
 
-use anyhow::Context;
+use super::FitError;
 use greenpipe_common::model::ModelKind;
 use linfa::prelude::*;
 use ndarray::{Array1, Array2};
 
 use crate::offline::samples::Matrix;
 
-fn dataset(x: &Matrix, y: &[f64]) -> anyhow::Result<Dataset<f64, f64, ndarray::Ix1>> {
-    let records = Array2::from_shape_vec((x.rows, x.cols), x.data.clone())?;
+fn dataset(x: &Matrix, y: &[f64]) -> Result<Dataset<f64, f64, ndarray::Ix1>, FitError> {
+    let records =
+        Array2::from_shape_vec((x.rows, x.cols), x.data.clone()).map_err(FitError::Shape)?;
     Ok(Dataset::new(records, Array1::from(y.to_vec())))
 }
 
 /// Ordinary least squares: `(intercept, coefficients)`.
-pub fn ols(x: &Matrix, y: &[f64]) -> anyhow::Result<(f64, Vec<f64>)> {
+pub fn ols(x: &Matrix, y: &[f64]) -> Result<(f64, Vec<f64>), FitError> {
     let fitted = linfa_linear::LinearRegression::new()
         .fit(&dataset(x, y)?)
-        .context("least squares")?;
+        .map_err(FitError::LeastSquares)?;
     Ok((fitted.intercept(), fitted.params().to_vec()))
 }
 
@@ -33,24 +34,24 @@ pub fn elastic_net(
     y: &[f64],
     alpha: f64,
     l1_ratio: f64,
-) -> anyhow::Result<(f64, Vec<f64>)> {
+) -> Result<(f64, Vec<f64>), FitError> {
     let fitted = linfa_elasticnet::ElasticNet::params()
         .penalty(alpha)
         .l1_ratio(l1_ratio)
         .max_iterations(1000)
         .tolerance(1e-4)
         .fit(&dataset(x, y)?)
-        .context("elastic net")?;
+        .map_err(FitError::ElasticNet)?;
     Ok((fitted.intercept(), fitted.hyperplane().to_vec()))
 }
 
 /// Ridge in closed form with the same objective as [`elastic_net`] at `l1_ratio = 0`:
 /// `1/(2n)·|y - b - Xw|² + alpha/2·|w|²`, i.e. `(Xcᵀ Xc / n + alpha·I) w = Xcᵀ yc / n` on
 /// centred data.
-pub fn ridge(x: &Matrix, y: &[f64], alpha: f64) -> anyhow::Result<(f64, Vec<f64>)> {
+pub fn ridge(x: &Matrix, y: &[f64], alpha: f64) -> Result<(f64, Vec<f64>), FitError> {
     let (n, p) = (x.rows, x.cols);
     if n == 0 {
-        anyhow::bail!("ridge without rows");
+        return Err(FitError::RidgeWithoutRows);
     }
     let nf = n as f64;
     let mut mean = vec![0.0; p];
@@ -83,7 +84,7 @@ pub fn ridge(x: &Matrix, y: &[f64], alpha: f64) -> anyhow::Result<(f64, Vec<f64>
         gram[j * p + j] += alpha.max(1e-10);
     }
     let w = greenpipe_common::linalg::cholesky_solve(&mut gram, p, &xty)
-        .context("ridge normal equations")?;
+        .map_err(FitError::RidgeSolve)?;
     let intercept = y_mean - w.iter().zip(&mean).map(|(w, m)| w * m).sum::<f64>();
     Ok((intercept, w))
 }
@@ -110,7 +111,7 @@ pub fn quadratic_expansion(x: &Matrix) -> Matrix {
 }
 
 /// Degree-2 polynomial ridge.
-pub fn polynomial(x: &Matrix, y: &[f64], alpha: f64) -> anyhow::Result<ModelKind> {
+pub fn polynomial(x: &Matrix, y: &[f64], alpha: f64) -> Result<ModelKind, FitError> {
     let (intercept, w) = ridge(&quadratic_expansion(x), y, alpha)?;
     Ok(ModelKind::Polynomial {
         intercept,

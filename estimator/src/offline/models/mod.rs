@@ -10,7 +10,42 @@ pub mod linear;
 pub mod trees;
 
 use anyhow::bail;
+use greenpipe_common::linalg::NotPositiveDefinite;
 use greenpipe_common::model::ModelKind;
+
+/// Why a candidate could not be fitted.
+#[derive(Debug, thiserror::Error)]
+pub enum FitError {
+    /// Fewer than two training rows.
+    #[error("{rows} rows are too few to fit {candidate}")]
+    TooFewRows {
+        /// Rows offered.
+        rows: usize,
+        /// The candidate's name.
+        candidate: String,
+    },
+    /// Every input is constant in the training rows.
+    #[error("every input of {candidate} is constant in the training rows")]
+    ConstantInputs {
+        /// The candidate's name.
+        candidate: String,
+    },
+    /// The samples do not make a matrix of the declared shape.
+    #[error("training matrix")]
+    Shape(#[source] ndarray::ShapeError),
+    /// linfa's least squares failed.
+    #[error("least squares")]
+    LeastSquares(#[source] linfa_linear::LinearError<f64>),
+    /// linfa's elastic net failed.
+    #[error("elastic net")]
+    ElasticNet(#[source] linfa_elasticnet::ElasticNetError),
+    /// Ridge on no rows.
+    #[error("ridge without rows")]
+    RidgeWithoutRows,
+    /// The ridge system is singular.
+    #[error("ridge normal equations")]
+    RidgeSolve(#[source] NotPositiveDefinite),
+}
 
 use crate::offline::samples::Matrix;
 use trees::{BoostParams, ForestParams, TreeParams};
@@ -134,9 +169,12 @@ impl Candidate {
     }
 
     /// Fits on standardised inputs `x` (deterministic: fixed seed).
-    pub fn fit(&self, x: &Matrix, y: &[f64]) -> anyhow::Result<ModelKind> {
+    pub fn fit(&self, x: &Matrix, y: &[f64]) -> Result<ModelKind, FitError> {
         if x.rows < 2 {
-            bail!("{} rows are too few to fit {}", x.rows, self.name());
+            return Err(FitError::TooFewRows {
+                rows: x.rows,
+                candidate: self.name(),
+            });
         }
         Ok(match self {
             Candidate::Ols => {
@@ -176,7 +214,7 @@ impl Candidate {
                 members: members
                     .iter()
                     .map(|m| m.fit(x, y))
-                    .collect::<anyhow::Result<_>>()?,
+                    .collect::<Result<_, _>>()?,
             },
         })
     }
@@ -189,7 +227,12 @@ impl Candidate {
     /// As [`Candidate::fit`], but takes what `fits` already holds (an ensemble's members fitted
     /// standalone on the same rows) and adds what it fits. Fitting is deterministic, so the result
     /// is the same as without the cache.
-    pub fn fit_reusing(&self, x: &Matrix, y: &[f64], fits: &mut Fits) -> anyhow::Result<ModelKind> {
+    pub fn fit_reusing(
+        &self,
+        x: &Matrix,
+        y: &[f64],
+        fits: &mut Fits,
+    ) -> Result<ModelKind, FitError> {
         let name = self.name();
         if let Some(kind) = fits.get(&name) {
             return Ok(kind.clone());
@@ -199,7 +242,7 @@ impl Candidate {
                 members: members
                     .iter()
                     .map(|m| m.fit_reusing(x, y, fits))
-                    .collect::<anyhow::Result<_>>()?,
+                    .collect::<Result<_, _>>()?,
             },
             single => single.fit(x, y)?,
         };
@@ -220,7 +263,7 @@ fn depth_name(depth: usize) -> String {
 /// `max_depth` of a fully grown tree (scikit-learn's `max_depth=None`).
 pub const FULL_DEPTH: usize = usize::MAX;
 
-fn net(x: &Matrix, y: &[f64], alpha: f64, l1_ratio: f64) -> anyhow::Result<ModelKind> {
+fn net(x: &Matrix, y: &[f64], alpha: f64, l1_ratio: f64) -> Result<ModelKind, FitError> {
     let (intercept, coefficients) = linear::elastic_net(x, y, alpha, l1_ratio)?;
     Ok(ModelKind::Linear {
         intercept,

@@ -279,7 +279,12 @@ pub struct BoostParams {
 }
 
 /// Least-squares gradient boosting on standardised inputs.
-pub fn boost(x: &Matrix, y: &[f64], p: BoostParams, seed: u64) -> anyhow::Result<ModelKind> {
+pub fn boost(
+    x: &Matrix,
+    y: &[f64],
+    p: BoostParams,
+    seed: u64,
+) -> Result<ModelKind, super::FitError> {
     let (intercept, base) = if p.linear_base {
         linear::ridge(x, y, 0.01)?
     } else {
