@@ -9,10 +9,8 @@
 
 use std::path::Path;
 
-use anyhow::Context;
-
 use crate::offline::evaluate::{GroupResult, Job, Spec};
-use crate::offline::report;
+use crate::offline::report::{self, WriteError};
 use crate::offline::samples::NodeSamples;
 
 /// Writes the three files of one node into `dir`.
@@ -22,21 +20,39 @@ pub fn write(
     specs: &[Spec],
     jobs: &[Job],
     results: &[Result<Vec<GroupResult>, String>],
-) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+) -> Result<(), WriteError> {
+    std::fs::create_dir_all(dir).map_err(|source| WriteError::Dir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let slug = report::slug(&s.node);
     let path = dir.join(format!("{slug}__rows.csv"));
     let mut rows = csv_file(&path)?;
-    rows.write_record(["row", "group", "power_watts"])?;
+    // Lazy: the path is copied only when a row fails, not for each of the many rows.
+    let write_error = |path: &Path, source| WriteError::WriteCsv {
+        path: path.to_path_buf(),
+        source,
+    };
+    rows.write_record(["row", "group", "power_watts"])
+        .map_err(|e| write_error(&path, e))?;
     for (i, (g, y)) in s.group.iter().zip(&s.y).enumerate() {
-        rows.write_record([i.to_string(), s.groups[*g].clone(), y.to_string()])?;
+        rows.write_record([i.to_string(), s.groups[*g].clone(), y.to_string()])
+            .map_err(|e| write_error(&path, e))?;
     }
-    rows.flush()?;
+    rows.flush().map_err(|source| WriteError::Write {
+        path: path.clone(),
+        source,
+    })?;
     let labels: String = specs.iter().map(|x| format!("{}\n", x.label)).collect();
-    std::fs::write(dir.join(format!("{slug}__specs.txt")), labels)?;
+    let specs_path = dir.join(format!("{slug}__specs.txt"));
+    std::fs::write(&specs_path, labels).map_err(|source| WriteError::Write {
+        path: specs_path,
+        source,
+    })?;
     let path = dir.join(format!("{slug}__predictions.csv"));
     let mut f = csv_file(&path)?;
-    f.write_record(["spec", "scored_groups", "group", "row", "predicted_watts"])?;
+    f.write_record(["spec", "scored_groups", "group", "row", "predicted_watts"])
+        .map_err(|e| write_error(&path, e))?;
     for (job, r) in jobs.iter().zip(results) {
         let Ok(r) = r else { continue };
         let scored: Vec<&str> = job
@@ -53,19 +69,26 @@ pub fn write(
                     s.groups[gr.group].clone(),
                     row.to_string(),
                     p.to_string(),
-                ])?;
+                ])
+                .map_err(|e| write_error(&path, e))?;
             }
         }
     }
-    f.flush()?;
+    f.flush().map_err(|source| WriteError::Write {
+        path: path.clone(),
+        source,
+    })?;
     Ok(())
 }
 
 /// A CSV file in the format `benches/selection_rules.py` reads (`\n` line ends; cells quoted
 /// only when a group name needs it).
-fn csv_file(path: &Path) -> anyhow::Result<csv::Writer<std::fs::File>> {
+fn csv_file(path: &Path) -> Result<csv::Writer<std::fs::File>, WriteError> {
     csv::WriterBuilder::new()
         .terminator(csv::Terminator::Any(b'\n'))
         .from_path(path)
-        .with_context(|| format!("creating {}", path.display()))
+        .map_err(|source| WriteError::CreateCsv {
+            path: path.to_path_buf(),
+            source,
+        })
 }

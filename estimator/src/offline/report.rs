@@ -2,9 +2,52 @@
 //! `report.md` and the PNG plots.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+/// Why a report file could not be written. Each names the file or directory.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The report directory could not be created.
+    #[error("creating report directory {}", path.display())]
+    ReportDir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Another directory could not be created.
+    #[error("creating {}", path.display())]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A CSV file could not be created.
+    #[error("creating {}", path.display())]
+    CreateCsv {
+        /// The file.
+        path: PathBuf,
+        /// The csv crate's error.
+        source: csv::Error,
+    },
+    /// A CSV file could not be written.
+    #[error("writing {}", path.display())]
+    WriteCsv {
+        /// The file.
+        path: PathBuf,
+        /// The csv crate's error.
+        source: csv::Error,
+    },
+    /// A text file could not be written.
+    #[error("writing {}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
 
 use crate::offline::metrics::{mean, Score};
 use crate::offline::samples::NodeSamples;
@@ -52,12 +95,15 @@ pub fn model_rows(node: &str, model: &str, per_workload: &[(String, Score)]) -> 
 }
 
 /// Writes `summary.csv`.
-pub fn write_summary(dir: &Path, rows: &[SummaryRow]) -> anyhow::Result<()> {
+pub fn write_summary(dir: &Path, rows: &[SummaryRow]) -> Result<(), WriteError> {
     let path = dir.join("summary.csv");
     let mut out = csv::WriterBuilder::new()
         .terminator(csv::Terminator::Any(b'\n'))
         .from_path(&path)
-        .with_context(|| format!("creating {}", path.display()))?;
+        .map_err(|source| WriteError::CreateCsv {
+            path: path.clone(),
+            source,
+        })?;
     let write = |out: &mut csv::Writer<std::fs::File>| -> csv::Result<()> {
         out.write_record(SUMMARY_HEADER.split(','))?;
         for r in rows {
@@ -76,7 +122,7 @@ pub fn write_summary(dir: &Path, rows: &[SummaryRow]) -> anyhow::Result<()> {
         out.flush()?;
         Ok(())
     };
-    write(&mut out).with_context(|| format!("writing {}", path.display()))
+    write(&mut out).map_err(|source| WriteError::WriteCsv { path, source })
 }
 
 /// A markdown table of the `ALL` rows of `rows`, best MAPE first.
@@ -148,9 +194,11 @@ pub fn clamp_summary(per_model: &[(String, usize, usize)]) -> String {
 }
 
 /// Creates the report directory.
-pub fn create_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("creating report directory {}", dir.display()))
+pub fn create_dir(dir: &Path) -> Result<(), WriteError> {
+    std::fs::create_dir_all(dir).map_err(|source| WriteError::ReportDir {
+        path: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// A file-name-safe version of a label.

@@ -39,14 +39,28 @@ pub fn samples_query(window: &str) -> String {
     )
 }
 
+/// Why an answer is not an instant vector.
+#[derive(Debug, thiserror::Error)]
+pub enum VectorError {
+    /// Not JSON.
+    #[error("decoding the vector answer")]
+    Json(#[source] serde_json::Error),
+    /// An error or another result type.
+    #[error("not a successful vector answer: {body}")]
+    NotVector {
+        /// The answer.
+        body: String,
+    },
+}
+
 /// `(node, model) -> value` of an instant-vector answer.
-pub fn parse_vector(body: &[u8]) -> anyhow::Result<BTreeMap<(String, String), f64>> {
-    let v: serde_json::Value = serde_json::from_slice(body)?;
-    anyhow::ensure!(
-        v["status"] == "success" && v["data"]["resultType"] == "vector",
-        "not a successful vector answer: {}",
-        String::from_utf8_lossy(body)
-    );
+pub fn parse_vector(body: &[u8]) -> Result<BTreeMap<(String, String), f64>, VectorError> {
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(VectorError::Json)?;
+    if !(v["status"] == "success" && v["data"]["resultType"] == "vector") {
+        return Err(VectorError::NotVector {
+            body: String::from_utf8_lossy(body).into_owned(),
+        });
+    }
     let mut out = BTreeMap::new();
     for s in v["data"]["result"].as_array().into_iter().flatten() {
         let l = |k: &str| s["metric"][k].as_str().unwrap_or_default().to_string();
