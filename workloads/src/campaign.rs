@@ -10,7 +10,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
 use greenpipe_exporter::container_id::from_cgroup_path;
 use serde::Serialize;
 
@@ -77,6 +76,31 @@ pub struct Window {
 }
 
 /// Appends windows to `--campaign-log` (or nowhere when not configured).
+/// Why a window could not be written to the campaign log; each names the log.
+#[derive(Debug, thiserror::Error)]
+pub enum CampaignLogError {
+    #[error("opening campaign log {} for appending", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("appending to campaign log {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("short write to campaign log {}", path.display())]
+    ShortWrite { path: PathBuf },
+    #[error("encoding a window for campaign log {}", path.display())]
+    Encode {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 #[derive(Debug, Clone)]
 pub struct CampaignLog {
     path: Option<PathBuf>,
@@ -93,37 +117,42 @@ impl CampaignLog {
 
     /// Checks the log can be opened for appending, so a bad path fails at start, not after an
     /// hour of benchmark.
-    pub fn check(&self) -> anyhow::Result<()> {
+    pub fn check(&self) -> Result<(), CampaignLogError> {
         if let Some(p) = &self.path {
             open_append(p)?;
         }
         Ok(())
     }
 
-    pub fn append(&self, window: &Window) -> anyhow::Result<()> {
+    pub fn append(&self, window: &Window) -> Result<(), CampaignLogError> {
         let Some(p) = &self.path else { return Ok(()) };
-        let mut line = serde_json::to_vec(window)?;
+        let mut line = serde_json::to_vec(window).map_err(|source| CampaignLogError::Encode {
+            path: p.clone(),
+            source,
+        })?;
         line.push(b'\n');
         let mut f = open_append(p)?;
         // One write: O_APPEND makes it atomic with respect to other appenders.
-        let n = f
-            .write(&line)
-            .with_context(|| format!("appending to campaign log {}", p.display()))?;
-        anyhow::ensure!(
-            n == line.len(),
-            "short write to campaign log {}",
-            p.display()
-        );
+        let n = f.write(&line).map_err(|source| CampaignLogError::Write {
+            path: p.clone(),
+            source,
+        })?;
+        if n != line.len() {
+            return Err(CampaignLogError::ShortWrite { path: p.clone() });
+        }
         Ok(())
     }
 }
 
-fn open_append(p: &Path) -> anyhow::Result<std::fs::File> {
+fn open_append(p: &Path) -> Result<std::fs::File, CampaignLogError> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(p)
-        .with_context(|| format!("opening campaign log {} for appending", p.display()))
+        .map_err(|source| CampaignLogError::Open {
+            path: p.to_path_buf(),
+            source,
+        })
 }
 
 /// Now, in Unix seconds.
@@ -152,6 +181,19 @@ mod tests {
         let host = Placement::from_cgroup("n".into(), "0::/user.slice/session-1.scope\n");
         assert_eq!(host.container_id, None);
         assert_eq!(host.pod_uid, None);
+    }
+
+    #[test]
+    fn an_unwritable_log_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("no-such-dir").join("c.jsonl");
+        let err = CampaignLog::new(Some(path.clone())).check().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("opening campaign log {} for appending", path.display())
+        );
+        let source = std::error::Error::source(&err).expect("the OS error is the source");
+        assert!(source.to_string().contains("No such file"), "{source}");
     }
 
     #[test]

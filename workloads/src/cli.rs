@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::kernels::Set;
-use crate::model::{Arch, ModelSpec, Precision, DEFAULT_SEED};
+use crate::model::{Arch, ModelError, ModelSpec, Precision, DEFAULT_SEED};
 
 /// Default `--web.listen-address` (the exporter has 9910, the estimator 9911).
 pub const DEFAULT_WEB: &str = ":9912";
@@ -222,11 +222,11 @@ pub struct PeerArgs {
     pub listen_address: String,
 }
 
-fn parse_arch(s: &str) -> anyhow::Result<Arch> {
+fn parse_arch(s: &str) -> Result<Arch, ModelError> {
     s.parse()
 }
 
-fn parse_precision(s: &str) -> anyhow::Result<Precision> {
+fn parse_precision(s: &str) -> Result<Precision, ModelError> {
     s.parse()
 }
 

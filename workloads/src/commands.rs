@@ -32,7 +32,7 @@ impl Context_ {
     /// one in `--campaign-log`.
     fn record(&self, window: Window) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&window)?);
-        self.log.append(&window)
+        Ok(self.log.append(&window)?)
     }
 }
 
@@ -80,7 +80,7 @@ fn list() {
 
 fn images_for(dir: &Option<std::path::PathBuf>) -> anyhow::Result<ImageSet> {
     match dir {
-        Some(d) => ImageSet::from_dir(d),
+        Some(d) => Ok(ImageSet::from_dir(d)?),
         None => Ok(ImageSet::generated(8)),
     }
 }

@@ -8,15 +8,39 @@
 //! ImageNet mean and divide by its standard deviation, lay out as NCHW.
 
 use std::io::Cursor;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
 use image::imageops::FilterType;
 use image::{ImageFormat, Rgb, RgbImage};
 
 /// ImageNet channel means and standard deviations (RGB).
 const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 const STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+/// Why an image set could not be read or decoded; each names the directory or the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("--images {}", dir.display())]
+    ReadDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--images {}: no .png file", dir.display())]
+    NoPng { dir: PathBuf },
+    #[error("{}", path.display())]
+    ReadFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("decoding {name}")]
+    Decode {
+        name: String,
+        #[source]
+        source: image::ImageError,
+    },
+}
 
 /// Encoded images (PNG bytes) with a name each.
 #[derive(Debug, Clone)]
@@ -40,34 +64,42 @@ impl ImageSet {
     }
 
     /// Every `*.png` of `dir`, sorted by name.
-    pub fn from_dir(dir: &Path) -> anyhow::Result<ImageSet> {
+    pub fn from_dir(dir: &Path) -> Result<ImageSet, ImageError> {
         let mut paths: Vec<_> = std::fs::read_dir(dir)
-            .with_context(|| format!("--images {}", dir.display()))?
+            .map_err(|source| ImageError::ReadDir {
+                dir: dir.to_path_buf(),
+                source,
+            })?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x.eq_ignore_ascii_case("png")))
             .collect();
         paths.sort();
         if paths.is_empty() {
-            bail!("--images {}: no .png file", dir.display());
+            return Err(ImageError::NoPng {
+                dir: dir.to_path_buf(),
+            });
         }
         let images = paths
             .into_iter()
-            .map(|p| {
-                let bytes = std::fs::read(&p).with_context(|| p.display().to_string())?;
-                Ok((p.display().to_string(), bytes))
+            .map(|p| match std::fs::read(&p) {
+                Ok(bytes) => Ok((p.display().to_string(), bytes)),
+                Err(source) => Err(ImageError::ReadFile { path: p, source }),
             })
-            .collect::<anyhow::Result<_>>()?;
+            .collect::<Result<_, _>>()?;
         Ok(ImageSet { images })
     }
 
     /// Decodes and preprocesses `batch` images starting at `first` (wrapping around) into one
     /// NCHW batch of `size × size` inputs.
-    pub fn batch(&self, first: usize, batch: usize, size: usize) -> anyhow::Result<Vec<f32>> {
+    pub fn batch(&self, first: usize, batch: usize, size: usize) -> Result<Vec<f32>, ImageError> {
         let mut out = Vec::with_capacity(batch * 3 * size * size);
         for k in 0..batch {
             let (name, bytes) = &self.images[(first + k) % self.images.len()];
             let img = image::load_from_memory_with_format(bytes, ImageFormat::Png)
-                .with_context(|| format!("decoding {name}"))?
+                .map_err(|source| ImageError::Decode {
+                    name: name.clone(),
+                    source,
+                })?
                 .to_rgb8();
             preprocess(&img, size, &mut out);
         }
@@ -141,5 +173,30 @@ mod tests {
         assert!(a.iter().all(|v| v.is_finite() && v.abs() < 3.0));
         // Different images differ.
         assert_ne!(a[..3 * 64 * 64], a[3 * 64 * 64..]);
+    }
+
+    #[test]
+    fn a_bad_png_directory_names_the_directory_or_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = ImageSet::from_dir(dir.path()).unwrap_err();
+        assert!(matches!(err, ImageError::NoPng { .. }), "{err}");
+        assert!(
+            err.to_string().contains(&dir.path().display().to_string()),
+            "{err}"
+        );
+
+        let bad = dir.path().join("broken.png");
+        std::fs::write(&bad, b"not a png").unwrap();
+        let set = ImageSet::from_dir(dir.path()).unwrap();
+        let err = set.batch(0, 1, 32).unwrap_err();
+        assert_eq!(err.to_string(), format!("decoding {}", bad.display()));
+        assert!(
+            std::error::Error::source(&err).is_some(),
+            "the decoder's reason is the source"
+        );
+
+        let missing = dir.path().join("missing");
+        let err = ImageSet::from_dir(&missing).unwrap_err();
+        assert_eq!(err.to_string(), format!("--images {}", missing.display()));
     }
 }

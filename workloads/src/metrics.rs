@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::Context;
 use axum::http::header;
 use axum::response::{Html, IntoResponse};
 use axum::routing::get;
@@ -196,12 +195,22 @@ pub fn app(metrics: Arc<Metrics>) -> Router {
         )
 }
 
+/// The `/metrics` listener could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("--web.listen-address {addr}")]
+pub struct ListenError {
+    pub addr: SocketAddr,
+    #[source]
+    pub source: std::io::Error,
+}
+
 /// Binds `addr` and serves [`app`] in the background; returns the bound address.
-pub async fn serve(metrics: Arc<Metrics>, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
+pub async fn serve(metrics: Arc<Metrics>, addr: SocketAddr) -> Result<SocketAddr, ListenError> {
+    let listen_error = |source| ListenError { addr, source };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .with_context(|| format!("--web.listen-address {addr}"))?;
-    let bound = listener.local_addr()?;
+        .map_err(listen_error)?;
+    let bound = listener.local_addr().map_err(listen_error)?;
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app(metrics)).await {
             tracing::error!(error = %e, "metrics server stopped");

@@ -15,12 +15,53 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
 use tract_onnx::tract_core::transform::ModelTransform;
 
 use graph::{Calibration, GraphBuilder, Mode};
+
+/// Why a network could not be chosen, built or run.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("unknown model {0:?}: expected mobilenet_v2, efficientnet_b0 or resnet50_v2")]
+    UnknownArch(String),
+    #[error("unknown precision {0:?}: expected f32, f16 or int8")]
+    UnknownPrecision(String),
+    #[error("--threads {threads} is outside 1..={cpus} (the CPUs this process may use)")]
+    Threads { threads: usize, cpus: usize },
+    #[error("--batch must be at least 1")]
+    ZeroBatch,
+    #[error("--image-size {0} is below 32 pixels")]
+    ImageSize(usize),
+    #[error("input has {len} values, the model takes {shape:?} = {expected}")]
+    InputLength {
+        len: usize,
+        shape: [usize; 4],
+        expected: usize,
+    },
+    /// tract refused a step; `step` says which (tract's own error is its `source`).
+    #[error("{step}")]
+    Tract {
+        step: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// Names the tract step that failed.
+trait TractStep<T> {
+    fn step(self, step: &'static str) -> Result<T, ModelError>;
+}
+
+impl<T> TractStep<T> for TractResult<T> {
+    fn step(self, step: &'static str) -> Result<T, ModelError> {
+        self.map_err(|e| ModelError::Tract {
+            step,
+            source: e.into(),
+        })
+    }
+}
 
 /// Weight seed when none is given: every node and every run of a campaign computes on the
 /// same network.
@@ -61,16 +102,12 @@ impl fmt::Display for Arch {
 }
 
 impl FromStr for Arch {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> anyhow::Result<Self> {
+    type Err = ModelError;
+    fn from_str(s: &str) -> Result<Self, ModelError> {
         Arch::ALL
             .into_iter()
             .find(|a| a.name() == s)
-            .with_context(|| {
-                format!(
-                    "unknown model {s:?}: expected mobilenet_v2, efficientnet_b0 or resnet50_v2"
-                )
-            })
+            .ok_or_else(|| ModelError::UnknownArch(s.to_string()))
     }
 }
 
@@ -101,12 +138,12 @@ impl fmt::Display for Precision {
 }
 
 impl FromStr for Precision {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> anyhow::Result<Self> {
+    type Err = ModelError;
+    fn from_str(s: &str) -> Result<Self, ModelError> {
         Precision::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .with_context(|| format!("unknown precision {s:?}: expected f32, f16 or int8"))
+            .ok_or_else(|| ModelError::UnknownPrecision(s.to_string()))
     }
 }
 
@@ -123,20 +160,20 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub fn validate(&self) -> Result<(), ModelError> {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         if self.threads == 0 || self.threads > cpus {
-            bail!(
-                "--threads {} is outside 1..={cpus} (the CPUs this process may use)",
-                self.threads
-            );
+            return Err(ModelError::Threads {
+                threads: self.threads,
+                cpus,
+            });
         }
         if self.batch == 0 {
-            bail!("--batch must be at least 1");
+            return Err(ModelError::ZeroBatch);
         }
         // Five stride-2 stages: smaller inputs vanish before the classifier.
         if self.image_size < 32 {
-            bail!("--image-size {} is below 32 pixels", self.image_size);
+            return Err(ModelError::ImageSize(self.image_size));
         }
         Ok(())
     }
@@ -167,7 +204,7 @@ pub const CLASSES: usize = 1000;
 impl Engine {
     /// Builds the network. int8 first builds the f32 network of the same seed and runs it once
     /// on `calibration` (a preprocessed batch) to choose activation ranges.
-    pub fn build(spec: &ModelSpec, calibration: &[f32]) -> anyhow::Result<Engine> {
+    pub fn build(spec: &ModelSpec, calibration: &[f32]) -> Result<Engine, ModelError> {
         spec.validate()?;
         // Before any optimisation: that is where tract picks its kernels.
         configure_tract();
@@ -178,16 +215,22 @@ impl Engine {
         let (proto, _) = proto_for(spec, mode);
         let mut typed = tract_onnx::onnx()
             .model_for_proto_model(&proto)
-            .context("parsing the generated ONNX graph")?
-            .into_typed()?
-            .into_decluttered()?;
+            .step("parsing the generated ONNX graph")?
+            .into_typed()
+            .step("typing the generated ONNX graph")?
+            .into_decluttered()
+            .step("decluttering the model")?;
         if spec.precision == Precision::F16 {
             FloatPrecisionTranslator::new(f32::datum_type(), f16::datum_type())
                 .transform(&mut typed)
-                .context("translating the model to f16")?;
+                .step("translating the model to f16")?;
         }
-        let input_type = typed.input_fact(0)?.datum_type;
-        let plan = runnable(typed.into_optimized()?, spec.threads)?;
+        let input_type = typed
+            .input_fact(0)
+            .step("reading the model's input")?
+            .datum_type;
+        let optimized = typed.into_optimized().step("optimising the model")?;
+        let plan = runnable(optimized, spec.threads)?;
         Ok(Engine {
             spec: spec.clone(),
             plan,
@@ -206,25 +249,32 @@ impl Engine {
     }
 
     /// Runs one batch (`spec.input_len()` values, NCHW); returns `batch × 1000` logits.
-    pub fn infer(&self, input: &[f32]) -> anyhow::Result<Vec<f32>> {
+    pub fn infer(&self, input: &[f32]) -> Result<Vec<f32>, ModelError> {
         if input.len() != self.spec.input_len() {
-            bail!(
-                "input has {} values, the model takes {:?} = {}",
-                input.len(),
-                self.spec.input_shape(),
-                self.spec.input_len()
-            );
+            return Err(ModelError::InputLength {
+                len: input.len(),
+                shape: self.spec.input_shape(),
+                expected: self.spec.input_len(),
+            });
         }
-        let tensor = Tensor::from_shape(&self.spec.input_shape(), input)?;
+        let tensor =
+            Tensor::from_shape(&self.spec.input_shape(), input).step("shaping the input")?;
         let tensor = if self.input_type == f32::datum_type() {
             tensor
         } else {
-            tensor.cast_to_dt(self.input_type)?.into_owned()
+            tensor
+                .cast_to_dt(self.input_type)
+                .step("converting the input to the model's type")?
+                .into_owned()
         };
-        let outputs = self.plan.run(tvec!(tensor.into()))?;
-        let logits = outputs[0].cast_to::<f32>()?;
+        let outputs = self
+            .plan
+            .run(tvec!(tensor.into()))
+            .step("running the model")?;
+        let logits = outputs[0].cast_to::<f32>().step("reading the logits")?;
         Ok(logits
-            .to_plain_array_view::<f32>()?
+            .to_plain_array_view::<f32>()
+            .step("reading the logits")?
             .iter()
             .copied()
             .collect())
@@ -248,7 +298,7 @@ pub fn configure_tract() {
     });
 }
 
-fn runnable(model: TypedModel, threads: usize) -> anyhow::Result<Plan> {
+fn runnable(model: TypedModel, threads: usize) -> Result<Plan, ModelError> {
     let executor = if threads > 1 {
         tract_linalg::multithread::Executor::multithread_with_name(threads, "greenpipe-infer")
     } else {
@@ -258,7 +308,9 @@ fn runnable(model: TypedModel, threads: usize) -> anyhow::Result<Plan> {
         executor: Some(executor),
         ..Default::default()
     };
-    model.into_runnable_with_options(&options)
+    model
+        .into_runnable_with_options(&options)
+        .step("preparing the model to run")
 }
 
 /// The ONNX graph of `spec` in `mode`, and the probed layer indices (probe mode).
@@ -274,25 +326,31 @@ pub fn proto_for(spec: &ModelSpec, mode: Mode) -> (tract_onnx::pb::ModelProto, V
 
 /// Runs the f32 graph with every quantizable layer's input and output exposed and records
 /// their ranges.
-fn calibrate(spec: &ModelSpec, batch: &[f32]) -> anyhow::Result<Calibration> {
+fn calibrate(spec: &ModelSpec, batch: &[f32]) -> Result<Calibration, ModelError> {
     let (proto, probes) = proto_for(spec, Mode::Probe);
     let model = tract_onnx::onnx()
         .model_for_proto_model(&proto)
-        .context("parsing the calibration graph")?
+        .step("parsing the calibration graph")?
         // The first probe re-exports the graph input as an output, which leaves tract's source
         // node without a fact unless it is given again.
         .with_input_fact(
             0,
             InferenceFact::dt_shape(f32::datum_type(), spec.input_shape()),
-        )?
-        .into_optimized()?;
+        )
+        .step("typing the calibration graph's input")?
+        .into_optimized()
+        .step("optimising the calibration graph")?;
     let plan = runnable(model, spec.threads)?;
-    let input = Tensor::from_shape(&spec.input_shape(), batch).context("calibration batch")?;
-    let outputs = plan.run(tvec!(input.into()))?;
+    let input = Tensor::from_shape(&spec.input_shape(), batch).step("calibration batch")?;
+    let outputs = plan
+        .run(tvec!(input.into()))
+        .step("running the calibration graph")?;
     let mut cal = Calibration::default();
     for (i, layer) in probes.iter().enumerate() {
-        let range = |t: &TValue| -> anyhow::Result<(f32, f32)> {
-            let v = t.to_plain_array_view::<f32>()?;
+        let range = |t: &TValue| -> Result<(f32, f32), ModelError> {
+            let v = t
+                .to_plain_array_view::<f32>()
+                .step("reading a calibration range")?;
             Ok(v.iter()
                 .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| {
                     (lo.min(*x), hi.max(*x))
@@ -303,4 +361,50 @@ fn calibrate(spec: &ModelSpec, batch: &[f32]) -> anyhow::Result<Calibration> {
         cal.ranges.insert(*layer, (r_in, r_out));
     }
     Ok(cal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_names_and_shapes_say_what_is_accepted() {
+        let e = "vgg16".parse::<Arch>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown model \"vgg16\": expected mobilenet_v2, efficientnet_b0 or resnet50_v2"
+        );
+        let e = "int4".parse::<Precision>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown precision \"int4\": expected f32, f16 or int8"
+        );
+        let spec = ModelSpec {
+            arch: Arch::MobileNetV2,
+            precision: Precision::F32,
+            threads: 1,
+            batch: 0,
+            image_size: 224,
+            seed: DEFAULT_SEED,
+        };
+        assert!(matches!(spec.validate(), Err(ModelError::ZeroBatch)));
+        let small = ModelSpec {
+            batch: 1,
+            image_size: 16,
+            ..spec
+        };
+        assert_eq!(
+            small.validate().unwrap_err().to_string(),
+            "--image-size 16 is below 32 pixels"
+        );
+    }
+
+    #[test]
+    fn a_tract_failure_names_the_step_and_keeps_tract_s_reason_as_source() {
+        let failed: TractResult<()> = Err(TractError::msg("shape mismatch"));
+        let err = failed.step("optimising the model").unwrap_err();
+        assert_eq!(err.to_string(), "optimising the model");
+        let source = std::error::Error::source(&err).expect("tract's error is the source");
+        assert_eq!(source.to_string(), "shape mismatch");
+    }
 }

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
 use tonic::transport::{Channel, Endpoint};
 
 use super::pb::grpc_inference_service_client::GrpcInferenceServiceClient;
@@ -19,8 +18,53 @@ use super::pb::model_infer_request::InferInputTensor;
 use super::pb::{ModelInferRequest, ModelMetadataRequest};
 use super::server::code_name;
 use super::INPUT_NAME;
-use crate::images::ImageSet;
+use crate::images::{ImageError, ImageSet};
 use crate::metrics::{InferenceLabels, Metrics};
+
+/// Why the client could not reach, use or keep loading a server.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("--target {target:?}")]
+    Target {
+        target: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("cannot reach the inference server at {uri}")]
+    Unreachable {
+        uri: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("ModelMetadata for {model:?} at {uri}")]
+    Metadata {
+        model: String,
+        uri: String,
+        #[source]
+        source: Box<tonic::Status>,
+    },
+    #[error("model {model:?} at {uri} has no input {input:?}")]
+    NoInput {
+        model: String,
+        uri: String,
+        input: &'static str,
+    },
+    #[error(
+        "model {model:?} at {uri} takes {datatype} {shape:?}; this client sends FP32 NCHW images"
+    )]
+    InputType {
+        model: String,
+        uri: String,
+        datatype: String,
+        shape: Vec<i64>,
+    },
+    #[error("model {model:?} takes {shape:?}, not [B, 3, S, S]")]
+    NotImages { model: String, shape: Vec<i64> },
+    #[error(transparent)]
+    Images(#[from] ImageError),
+    #[error("client task")]
+    Task(#[source] tokio::task::JoinError),
+}
 
 /// Open-loop requests outstanding at most.
 pub const MAX_IN_FLIGHT: usize = 256;
@@ -66,14 +110,17 @@ pub async fn connect(
     model: &str,
     wait: Duration,
     stop: &AtomicBool,
-) -> anyhow::Result<(GrpcInferenceServiceClient<Channel>, Vec<i64>)> {
+) -> Result<(GrpcInferenceServiceClient<Channel>, Vec<i64>), ClientError> {
     let uri = if target.contains("://") {
         target.to_string()
     } else {
         format!("http://{target}")
     };
     let endpoint = Endpoint::from_shared(uri.clone())
-        .with_context(|| format!("--target {target:?}"))?
+        .map_err(|source| ClientError::Target {
+            target: target.to_string(),
+            source,
+        })?
         .connect_timeout(Duration::from_secs(5));
     let deadline = tokio::time::Instant::now() + wait;
     let mut logged = false;
@@ -87,10 +134,7 @@ pub async fn connect(
                 }
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
-            Err(e) => {
-                return Err(anyhow::Error::new(e)
-                    .context(format!("cannot reach the inference server at {uri}")))
-            }
+            Err(source) => return Err(ClientError::Unreachable { uri, source }),
         }
     };
     let mut client = GrpcInferenceServiceClient::new(channel)
@@ -102,17 +146,26 @@ pub async fn connect(
             version: String::new(),
         })
         .await
-        .with_context(|| format!("ModelMetadata for {model:?} at {uri}"))?
+        .map_err(|source| ClientError::Metadata {
+            model: model.to_string(),
+            uri: uri.clone(),
+            source: Box::new(source),
+        })?
         .into_inner();
     let Some(input) = meta.inputs.iter().find(|i| i.name == INPUT_NAME) else {
-        bail!("model {model:?} at {uri} has no input {INPUT_NAME:?}");
+        return Err(ClientError::NoInput {
+            model: model.to_string(),
+            uri,
+            input: INPUT_NAME,
+        });
     };
     if input.datatype != "FP32" || input.shape.len() != 4 || input.shape.iter().any(|d| *d < 1) {
-        bail!(
-            "model {model:?} at {uri} takes {} {:?}; this client sends FP32 NCHW images",
-            input.datatype,
-            input.shape
-        );
+        return Err(ClientError::InputType {
+            model: model.to_string(),
+            uri,
+            datatype: input.datatype.clone(),
+            shape: input.shape.clone(),
+        });
     }
     Ok((client, input.shape.clone()))
 }
@@ -123,11 +176,14 @@ pub async fn run(
     images: &ImageSet,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
-) -> anyhow::Result<ClientTotals> {
+) -> Result<ClientTotals, ClientError> {
     let (client, shape) = connect(&config.target, &config.model, config.server_wait, &stop).await?;
     let (batch, size) = (shape[0] as usize, shape[2] as usize);
     if shape[1] != 3 || shape[2] != shape[3] {
-        bail!("model {:?} takes {shape:?}, not [B, 3, S, S]", config.model);
+        return Err(ClientError::NotImages {
+            model: config.model.clone(),
+            shape,
+        });
     }
     // A few preprocessed batches, cycled: preprocessing is the client's own work, kept out of
     // the measured request latency.
@@ -138,7 +194,7 @@ pub async fn run(
                     .batch(i * batch, batch, size)
                     .map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())
             })
-            .collect::<anyhow::Result<_>>()?,
+            .collect::<Result<_, ImageError>>()?,
     );
     let labels = InferenceLabels {
         workload: "client",
@@ -227,7 +283,7 @@ pub async fn run(
                 }));
             }
             for t in tasks {
-                t.await.context("client task")?;
+                t.await.map_err(ClientError::Task)?;
             }
         }
         Pace::Rate(rate) => {
@@ -263,4 +319,34 @@ pub async fn run(
         images: ok * batch as u64,
         errors: errors.load(Ordering::Relaxed),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unreachable_server_is_named_with_the_transport_s_reason() {
+        // A port that was just free: nothing listens there.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let target = format!("127.0.0.1:{port}");
+        let err = connect(&target, "m", Duration::ZERO, &AtomicBool::new(false))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ClientError::Unreachable { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!("cannot reach the inference server at http://{target}")
+        );
+        assert!(std::error::Error::source(&err).is_some());
+
+        let err = connect("bad target", "m", Duration::ZERO, &AtomicBool::new(false))
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "--target \"bad target\"");
+    }
 }
