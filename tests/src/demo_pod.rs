@@ -38,6 +38,17 @@ impl DemoPod {
     /// Creates `<cgroup2 root>/<scope>/kubepods/besteffort/pod<uid>/<id>` and runs `stress-ng
     /// <args>` in it. `scope` keeps parallel test runs apart; `index` makes uid and id unique.
     pub fn start(scope: &str, index: u32, stress_args: &[&str]) -> anyhow::Result<DemoPod> {
+        Self::start_program(scope, index, Path::new("stress-ng"), stress_args)
+            .context("starting stress-ng (scripts/setup.sh installs it)")
+    }
+
+    /// Like [`DemoPod::start`], running `program <args>` instead of stress-ng.
+    pub fn start_program(
+        scope: &str,
+        index: u32,
+        program: &Path,
+        args: &[&str],
+    ) -> anyhow::Result<DemoPod> {
         let root = cgroup2_root().context("no cgroup2 mount")?;
         let pod_uid = format!("6e0c1d2a-0000-4000-8000-{:012x}", index);
         let container_id = format!("{:064x}", 0xc0ffee_u64 * 1000 + u64::from(index));
@@ -48,30 +59,35 @@ impl DemoPod {
             .join(&container_id);
         std::fs::create_dir_all(&leaf)
             .with_context(|| format!("creating cgroup {}", leaf.display()))?;
-        // The shell moves itself into the cgroup before exec, so stress-ng and all its workers
-        // start there.
+        // The shell moves itself into the cgroup before exec, so the program and all its
+        // workers start there.
         let child = Command::new("sh")
             .arg("-c")
-            .arg("echo $$ > \"$0/cgroup.procs\" && exec stress-ng \"$@\"")
+            .arg("echo $$ > \"$0/cgroup.procs\" && exec \"$@\"")
             .arg(&leaf)
-            .args(stress_args)
+            .arg(program)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .context("starting stress-ng (scripts/setup.sh installs it)")?;
+            .with_context(|| format!("starting {}", program.display()))?;
         let pod = DemoPod {
             pod_uid,
             container_id,
             top,
             leaf,
-            guard: Some(Guard::new("stress-ng", child)),
+            guard: Some(Guard::new("demo pod", child)),
         };
         let moved = crate::wait_for(std::time::Duration::from_secs(5), || {
             let procs = std::fs::read_to_string(pod.leaf.join("cgroup.procs")).ok()?;
             (!procs.trim().is_empty()).then_some(())
         });
         if moved.is_none() {
-            bail!("stress-ng did not appear in {}", pod.leaf.display());
+            bail!(
+                "{} did not appear in {}",
+                program.display(),
+                pod.leaf.display()
+            );
         }
         Ok(pod)
     }

@@ -4,8 +4,8 @@
 //! that never matches).
 //!
 //! Real: Prometheus (with the rule files loaded exactly as shipped), the exporter, the estimator
-//! with a bundled profile, and stress-ng in pod-shaped cgroups. Emulated, because they cannot
-//! exist on this machine: the power meter (a UM25C speaking its wire protocol on a pty, read by
+//! with a bundled profile, stress-ng and a greenpipe-workload inference in pod-shaped cgroups.
+//! Emulated, because they cannot exist on this machine: the power meter (a UM25C speaking its wire protocol on a pty, read by
 //! the exporter's real serial code) and kube-state-metrics (no Kubernetes API; `kube_pod_info`
 //! served as fixed exposition text by [`StaticTarget`]). The alert expressions are checked by
 //! creating their conditions: an exporter target that is down, a meter whose device is missing, a
@@ -53,6 +53,7 @@ fn prometheus_config(
     dead_exporter: &str,
     estimator: &str,
     kube_state_metrics: &str,
+    (workload, workload_pod_uid): (&str, &str),
 ) -> String {
     let rules = workspace_root().join("deploy/prometheus/rules");
     format!(
@@ -64,7 +65,10 @@ fn prometheus_config(
          \x20 - job_name: greenpipe-estimator\n    scrape_interval: 1s\n    scrape_timeout: 1s\n\
          \x20   static_configs:\n      - targets: [\"{estimator}\"]\n\
          \x20 - job_name: kube-state-metrics-stand-in\n    honor_labels: true\n\
-         \x20   static_configs:\n      - targets: [\"{kube_state_metrics}\"]\n",
+         \x20   static_configs:\n      - targets: [\"{kube_state_metrics}\"]\n\
+         \x20 - job_name: greenpipe-workload\n    scrape_interval: 1s\n    scrape_timeout: 1s\n\
+         \x20   static_configs:\n      - targets: [\"{workload}\"]\n\
+         \x20       labels: {{pod_uid: \"{workload_pod_uid}\"}}\n",
         rules = rules.display()
     )
 }
@@ -104,12 +108,39 @@ fn every_dashboard_and_rule_expression_returns_data() {
     let cpu_pod = DemoPod::start(&scope, 1, &["--cpu", "1", "--cpu-load", "60"]).expect("cpu pod");
     let mem_pod =
         DemoPod::start(&scope, 2, &["--vm", "1", "--vm-bytes", "32M"]).expect("memory pod");
+    // A local inference workload: the energy-per-inference rule joins its container's power
+    // with its inference rate on the pod UID (in a cluster the scrape job's Kubernetes
+    // discovery adds the label; here the static target carries it).
+    let workload_port = free_port();
+    let workload = test_binary("greenpipe-workload");
+    let infer_pod = DemoPod::start_program(
+        &scope,
+        3,
+        &workload,
+        &[
+            "infer",
+            "--model",
+            "mobilenet_v2",
+            "--precision",
+            "int8",
+            "--threads",
+            "1",
+            "--image-size",
+            "64",
+            "--duration",
+            "30m",
+            "--web.listen-address",
+            &format!("127.0.0.1:{workload_port}"),
+        ],
+    )
+    .expect("inference pod");
     let meter_dir = tempfile::tempdir().unwrap();
     let meter_link = meter_dir.path().join("ttyUSB0");
     let _meter = Emulator::start(&meter_link, meter_frame()).expect("UM25C emulator on a pty");
     let ksm = StaticTarget::start(&kube_state_metrics(&[
         (&cpu_pod, "cpu-burner"),
         (&mem_pod, "memory-hog"),
+        (&infer_pod, "inference"),
     ]))
     .expect("kube-state-metrics stand-in");
 
@@ -147,6 +178,7 @@ fn every_dashboard_and_rule_expression_returns_data() {
         &format!("127.0.0.1:{}", free_port()),
         &format!("127.0.0.1:{estimator_port}"),
         &ksm.address,
+        (&format!("127.0.0.1:{workload_port}"), &infer_pod.pod_uid),
     ))
     .expect("prometheus");
     let estimator_log = prom.dir.path().join("estimator.log");
