@@ -363,7 +363,8 @@ fn energy_latency_plot(out: &Path, rows: &[EnergyRow]) -> anyhow::Result<()> {
         "median latency, ms",
         "energy per inference, J",
         &series.into_iter().collect::<Vec<_>>(),
-    )
+    )?;
+    Ok(())
 }
 
 fn error_by_threads_plot(plan: &Plan, a: &Analysis, out: &Path) -> anyhow::Result<()> {
@@ -389,7 +390,8 @@ fn error_by_threads_plot(plan: &Plan, a: &Analysis, out: &Path) -> anyhow::Resul
         "threads",
         "MAPE, %",
         &series.into_iter().collect::<Vec<_>>(),
-    )
+    )?;
+    Ok(())
 }
 
 /// Σ containers = node, per window and source (what the tests check on the CSV too).

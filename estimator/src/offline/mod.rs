@@ -25,12 +25,37 @@ pub mod validate;
 
 use std::borrow::Cow;
 
-use anyhow::{bail, Context};
 use greenpipe_common::features::Feature;
 use regex::Regex;
 
 use models::Candidate;
 use samples::NodeSamples;
+
+/// Why command-line strings were refused as [`OfflineOptions`].
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    #[error("--folds must be at least 2")]
+    TooFewFolds,
+    #[error("unknown feature {name:?}; known: {}", Feature::ALL.map(Feature::column).join(", "))]
+    UnknownFeature { name: String },
+    #[error(transparent)]
+    Grid(#[from] models::GridError),
+    #[error("--stress-pattern")]
+    StressPattern(#[source] regex::Error),
+    #[error("--always-train")]
+    AlwaysTrain(#[source] regex::Error),
+}
+
+/// Why a node's samples cannot be cross-validated.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "node {node}: every workload group ({groups:?}) matches --always-train: none can be held \
+     out to score a model"
+)]
+pub struct NothingHoldable {
+    pub node: String,
+    pub groups: Vec<String>,
+}
 
 /// Options shared by `train` and `crossval`.
 #[derive(Debug, Clone)]
@@ -59,22 +84,18 @@ impl OfflineOptions {
         always_train: Option<&str>,
         folds: Option<usize>,
         features: Option<&str>,
-    ) -> anyhow::Result<OfflineOptions> {
+    ) -> Result<OfflineOptions, OptionsError> {
         if folds.is_some_and(|k| k < 2) {
-            bail!("--folds must be at least 2");
+            return Err(OptionsError::TooFewFolds);
         }
         let features = features
             .map(|list| {
                 list.split(',')
                     .map(|f| {
-                        Feature::from_column(f.trim()).with_context(|| {
-                            format!(
-                                "unknown feature {f:?}; known: {}",
-                                Feature::ALL.map(Feature::column).join(", ")
-                            )
-                        })
+                        Feature::from_column(f.trim())
+                            .ok_or_else(|| OptionsError::UnknownFeature { name: f.into() })
                     })
-                    .collect::<anyhow::Result<Vec<_>>>()
+                    .collect::<Result<Vec<_>, _>>()
             })
             .transpose()?;
         Ok(OfflineOptions {
@@ -82,11 +103,11 @@ impl OfflineOptions {
                 Some(list) => models::parse_models(list, models::default_candidates())?,
                 None => models::default_candidates(),
             },
-            stress_pattern: Regex::new(stress_pattern).context("--stress-pattern")?,
+            stress_pattern: Regex::new(stress_pattern).map_err(OptionsError::StressPattern)?,
             always_train: always_train
                 .map(Regex::new)
                 .transpose()
-                .context("--always-train")?,
+                .map_err(OptionsError::AlwaysTrain)?,
             folds,
             features,
             counter_variants: true,
@@ -94,7 +115,7 @@ impl OfflineOptions {
     }
 
     /// Replaces the candidates by the named grid (`--grid`), restricted to `models` if given.
-    pub fn set_grid(&mut self, grid: &str, models: Option<&str>) -> anyhow::Result<()> {
+    pub fn set_grid(&mut self, grid: &str, models: Option<&str>) -> Result<(), models::GridError> {
         let grid = models::grid(grid)?;
         self.candidates = match models {
             Some(list) => models::parse_models(list, grid)?,
@@ -131,18 +152,16 @@ impl OfflineOptions {
     pub fn cv_samples<'a>(
         &self,
         s: &'a NodeSamples,
-    ) -> anyhow::Result<(Cow<'a, NodeSamples>, Vec<usize>, Vec<usize>)> {
-        let (holdable, always) = self.split_groups(s)?;
+    ) -> Result<(Cow<'a, NodeSamples>, Vec<usize>, Vec<usize>), NothingHoldable> {
+        let (holdable, always) = self.split_groups(s);
         match holdable.as_slice() {
-            [] => bail!(
-                "node {}: every workload group ({:?}) matches --always-train: none can be held \
-                 out to score a model",
-                s.node,
-                s.groups
-            ),
+            [] => Err(NothingHoldable {
+                node: s.node.clone(),
+                groups: s.groups.clone(),
+            }),
             [only] => {
                 let blocked = s.with_time_blocks(*only, self.folds.unwrap_or(samples::TIME_BLOCKS));
-                let (holdable, always) = self.split_groups(&blocked)?;
+                let (holdable, always) = self.split_groups(&blocked);
                 Ok((Cow::Owned(blocked), holdable, always))
             }
             _ => Ok((Cow::Borrowed(s), holdable, always)),
@@ -150,7 +169,7 @@ impl OfflineOptions {
     }
 
     /// Splits the node's groups into (can be held out, always trained on).
-    pub fn split_groups(&self, s: &NodeSamples) -> anyhow::Result<(Vec<usize>, Vec<usize>)> {
+    pub fn split_groups(&self, s: &NodeSamples) -> (Vec<usize>, Vec<usize>) {
         let always: Vec<usize> = (0..s.groups.len())
             .filter(|&g| {
                 self.always_train.as_ref().is_some_and(|re| {
@@ -164,6 +183,6 @@ impl OfflineOptions {
         let holdable = (0..s.groups.len())
             .filter(|g| !always.contains(g))
             .collect();
-        Ok((holdable, always))
+        (holdable, always)
     }
 }
