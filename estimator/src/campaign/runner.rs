@@ -315,6 +315,7 @@ fn run_step(
                 &args,
                 &logs.join(format!("{}__{name}.log", st.name)),
             )
+            .map_err(anyhow::Error::from)
         })();
         match started {
             Ok(pod) => {
