@@ -137,7 +137,7 @@ pub fn analyse(
             report: Some(out.join("train")),
             options,
         }) {
-            notes.push(format!("train failed: {e:#}"));
+            notes.push(format!("train failed: {}", crate::error_chain(&e)));
         }
     }
     let model = match std::fs::read_to_string(&model_file) {
@@ -157,7 +157,7 @@ pub fn analyse(
             report: out.join("validate"),
         }) {
             Ok(rows) => validation = rows,
-            Err(e) => notes.push(format!("validate failed: {e:#}")),
+            Err(e) => notes.push(format!("validate failed: {}", crate::error_chain(&e))),
         }
     } else if model.is_none() {
         notes.push("no model, so no validation and no energy figures".into());
@@ -171,7 +171,10 @@ pub fn analyse(
             };
             match runtime.block_on(energy::window(prometheus_url, m, node, w.start, w.end)) {
                 Ok(e) => r.energy = e,
-                Err(e) => notes.push(format!("{name}: energy not computed: {e:#}")),
+                Err(e) => notes.push(format!(
+                    "{name}: energy not computed: {}",
+                    crate::error_chain(&e)
+                )),
             }
         }
     }
