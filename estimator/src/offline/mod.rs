@@ -57,6 +57,9 @@ pub struct NothingHoldable {
     pub groups: Vec<String>,
 }
 
+/// A node's samples ready for cross-validation, the holdable groups and the always-trained ones.
+pub type CvSamples<'a> = (Cow<'a, NodeSamples>, Vec<usize>, Vec<usize>);
+
 /// Options shared by `train` and `crossval`.
 #[derive(Debug, Clone)]
 pub struct OfflineOptions {
@@ -149,10 +152,7 @@ impl OfflineOptions {
     /// those always trained on. With two or more holdable workload groups the samples are
     /// unchanged; with one (a single recorded run, say), its rows are cut into contiguous time
     /// blocks (`--folds`, default [`samples::TIME_BLOCKS`]) for a blocked time-series CV.
-    pub fn cv_samples<'a>(
-        &self,
-        s: &'a NodeSamples,
-    ) -> Result<(Cow<'a, NodeSamples>, Vec<usize>, Vec<usize>), NothingHoldable> {
+    pub fn cv_samples<'a>(&self, s: &'a NodeSamples) -> Result<CvSamples<'a>, NothingHoldable> {
         let (holdable, always) = self.split_groups(s);
         match holdable.as_slice() {
             [] => Err(NothingHoldable {
