@@ -186,3 +186,36 @@ impl OfflineOptions {
         (holdable, always)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_errors_name_the_flag_and_the_value_once() {
+        let e = OfflineOptions::parse(None, "(", None, None, None).unwrap_err();
+        let text = crate::error_chain(&e);
+        assert!(
+            text.starts_with("--stress-pattern: regex parse error"),
+            "{text}"
+        );
+        assert_eq!(text.matches("--stress-pattern").count(), 1, "{text}");
+        let e = OfflineOptions::parse(None, "stress", None, None, Some("cpu_nope")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("unknown feature \"cpu_nope\"; known: "),
+            "{e}"
+        );
+        let e = OfflineOptions::parse(Some("nope"), "stress", None, None, None).unwrap_err();
+        assert!(
+            e.to_string().starts_with("unknown model family \"nope\""),
+            "{e}"
+        );
+        let mut o = OfflineOptions::parse(None, "stress", None, None, None).unwrap();
+        let e = o.set_grid("huge", None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown grid \"huge\"; known: default, classic, wide"
+        );
+    }
+}
