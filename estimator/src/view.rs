@@ -12,7 +12,6 @@ use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clap::Args;
 use greenpipe_common::names::{component, container as c, estimate, label, SYSTEM_CONTAINER};
 
@@ -207,22 +206,37 @@ pub fn idle_line(snapshot: &Snapshot, split: IdleSplit) -> String {
     }
 }
 
+/// Why a frame's data could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("querying {base}")]
+    Request {
+        base: String,
+        source: reqwest::Error,
+    },
+    #[error("reading the answer")]
+    Answer(#[source] reqwest::Error),
+}
+
 /// Instant-query answer as (labels, value) pairs.
 async fn query(
     client: &reqwest::Client,
     base: &str,
     promql: &str,
-) -> anyhow::Result<Vec<(BTreeMap<String, String>, f64)>> {
+) -> Result<Vec<(BTreeMap<String, String>, f64)>, SnapshotError> {
     let body: serde_json::Value = client
         .get(format!("{}/api/v1/query", base.trim_end_matches('/')))
         .query(&[("query", promql)])
         .timeout(Duration::from_secs(2))
         .send()
         .await
-        .with_context(|| format!("querying {base}"))?
+        .map_err(|source| SnapshotError::Request {
+            base: base.to_string(),
+            source,
+        })?
         .json()
         .await
-        .context("reading the answer")?;
+        .map_err(SnapshotError::Answer)?;
     let result = body["data"]["result"]
         .as_array()
         .cloned()
@@ -246,7 +260,7 @@ fn get<'a>(labels: &'a BTreeMap<String, String>, key: &str) -> &'a str {
 }
 
 /// Reads one frame's data. Series that are missing leave their cells empty.
-pub async fn snapshot(client: &reqwest::Client, base: &str) -> anyhow::Result<Snapshot> {
+pub async fn snapshot(client: &reqwest::Client, base: &str) -> Result<Snapshot, SnapshotError> {
     let node_q = format!(
         "max by ({n}, {m}) ({})",
         estimate::NODE_POWER_WATTS,

@@ -6,9 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-use greenpipe_common::model::{ModelFile, NodeModel};
-use greenpipe_common::trace::write_trace;
+use greenpipe_common::model::{ModelError, ModelFile, NodeModel};
+use greenpipe_common::trace::{write_trace, TraceError};
 
 use crate::campaign::energy::{self, SourceEnergy};
 use crate::campaign::plan::{Plan, Tag};
@@ -59,6 +58,45 @@ pub fn model_path(out: &Path) -> PathBuf {
     out.join("model.json")
 }
 
+/// Why the analysis stopped (a stage that fails for one step or model is a note instead).
+#[derive(Debug, thiserror::Error)]
+pub enum AnalysisError {
+    #[error(transparent)]
+    Windows(#[from] windows::WindowsError),
+    #[error("starting the async runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error(transparent)]
+    Options(#[from] crate::offline::OptionsError),
+    #[error("{}", path.display())]
+    ModelFile { path: PathBuf, source: ModelError },
+}
+
+/// Why a window's trace could not be made or read.
+#[derive(Debug, thiserror::Error)]
+pub enum StepTraceError {
+    #[error("trace path has a parent")]
+    NoParent,
+    #[error(transparent)]
+    Extract(#[from] dataset::ExtractError),
+    #[error("creating {}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error("writing {}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("reading {}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// Runs the stages. `retrain` replaces an existing model file.
 pub fn analyse(
     plan: &Plan,
@@ -66,12 +104,13 @@ pub fn analyse(
     prometheus_url: &str,
     node: &str,
     retrain: bool,
-) -> anyhow::Result<Analysis> {
+) -> Result<Analysis, AnalysisError> {
     let records = windows::read(out)?;
     let latest = windows::latest(&records);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(AnalysisError::Runtime)?;
     let mut notes = Vec::new();
     let mut steps = Vec::new();
     for st in &plan.steps {
@@ -107,7 +146,7 @@ pub fn analyse(
                         r.trace = Some(path);
                     }
                 }
-                Err(e) => r.skipped = Some(format!("no trace: {e:#}")),
+                Err(e) => r.skipped = Some(format!("no trace: {}", crate::error_chain(&e))),
             },
         }
         steps.push((st.name.clone(), r));
@@ -137,13 +176,15 @@ pub fn analyse(
             report: Some(out.join("train")),
             options,
         }) {
-            notes.push(format!("train failed: {e:#}"));
+            notes.push(format!("train failed: {}", crate::error_chain(&e)));
         }
     }
     let model = match std::fs::read_to_string(&model_file) {
         Ok(text) => {
-            let file =
-                ModelFile::from_json(&text).with_context(|| model_file.display().to_string())?;
+            let file = ModelFile::from_json(&text).map_err(|source| AnalysisError::ModelFile {
+                path: model_file.clone(),
+                source,
+            })?;
             file.select(node, &Default::default()).cloned()
         }
         Err(_) => None,
@@ -157,7 +198,7 @@ pub fn analyse(
             report: out.join("validate"),
         }) {
             Ok(rows) => validation = rows,
-            Err(e) => notes.push(format!("validate failed: {e:#}")),
+            Err(e) => notes.push(format!("validate failed: {}", crate::error_chain(&e))),
         }
     } else if model.is_none() {
         notes.push("no model, so no validation and no energy figures".into());
@@ -171,7 +212,10 @@ pub fn analyse(
             };
             match runtime.block_on(energy::window(prometheus_url, m, node, w.start, w.end)) {
                 Ok(e) => r.energy = e,
-                Err(e) => notes.push(format!("{name}: energy not computed: {e:#}")),
+                Err(e) => notes.push(format!(
+                    "{name}: energy not computed: {}",
+                    crate::error_chain(&e)
+                )),
             }
         }
     }
@@ -190,13 +234,10 @@ fn trace(
     prometheus_url: &str,
     node: &str,
     w: &Window,
-) -> anyhow::Result<(PathBuf, usize)> {
+) -> Result<(PathBuf, usize), StepTraceError> {
     let path = trace_path(out, w.tag, &w.workload);
     if !path.exists() {
-        let dir = path
-            .parent()
-            .context("trace path has a parent")?
-            .to_path_buf();
+        let dir = path.parent().ok_or(StepTraceError::NoParent)?.to_path_buf();
         let args = DatasetArgs {
             prometheus_url: prometheus_url.to_string(),
             node: node.to_string(),
@@ -216,11 +257,19 @@ fn trace(
         if metered.len() < greenpipe_common::trace::MIN_ROWS {
             return Ok((path, metered.len()));
         }
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(&path, write_trace(&metered)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        std::fs::create_dir_all(&dir).map_err(|source| StepTraceError::CreateDir {
+            path: dir.clone(),
+            source,
+        })?;
+        std::fs::write(&path, write_trace(&metered)?).map_err(|source| StepTraceError::Write {
+            path: path.clone(),
+            source,
+        })?;
     }
-    let text = std::fs::read_to_string(&path)?;
+    let text = std::fs::read_to_string(&path).map_err(|source| StepTraceError::Read {
+        path: path.clone(),
+        source,
+    })?;
     let rows = greenpipe_common::trace::parse_trace(&path.display().to_string(), &text)?;
     Ok((
         path,

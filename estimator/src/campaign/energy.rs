@@ -77,6 +77,19 @@ impl SourceEnergy {
     }
 }
 
+/// Why a window's energy could not be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum EnergyError {
+    #[error(transparent)]
+    Endpoint(#[from] crate::endpoint::EndpointError),
+    #[error("empty window {start}..{end}")]
+    EmptyWindow { start: f64, end: f64 },
+    #[error(transparent)]
+    Query(#[from] crate::promql::QueryError),
+    #[error(transparent)]
+    Decode(#[from] crate::promql::DecodeError),
+}
+
 /// Queries and integrates one window of `node`. Sources without any tick are left out.
 pub async fn window(
     prometheus_url: &str,
@@ -84,7 +97,7 @@ pub async fn window(
     node: &str,
     start: f64,
     end: f64,
-) -> anyhow::Result<Vec<SourceEnergy>> {
+) -> Result<Vec<SourceEnergy>, EnergyError> {
     let endpoint = Endpoint::new(
         "prometheus",
         prometheus_url,
@@ -107,7 +120,9 @@ pub async fn window(
     let step = Duration::from_secs(1);
     let start_ms = (start * 1000.0).ceil() as i64;
     let end_ms = (end * 1000.0).floor() as i64;
-    anyhow::ensure!(end_ms > start_ms, "empty window {start}..{end}");
+    if end_ms <= start_ms {
+        return Err(EnergyError::EmptyWindow { start, end });
+    }
     let (n, c) = tokio::try_join!(
         api.query_range(&q.node, start_ms, end_ms, step),
         api.query_range(&q.container, start_ms, end_ms, step),

@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 /// A whole plan.
@@ -124,43 +123,90 @@ pub const GROUPS: [&str; 4] = ["micro", "combined", "kernels", "inference"];
 /// The inference configuration keys the report groups by.
 pub const CONFIG_KEYS: [&str; 4] = ["model", "precision", "threads", "mode"];
 
+/// Why a plan was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    #[error("campaign.{what} must be a non-negative number, not {value}")]
+    NegativeSeconds { what: &'static str, value: f64 },
+    #[error("campaign.stress_pattern")]
+    StressPattern(#[source] regex::Error),
+    #[error("the plan has no [[step]]")]
+    NoSteps,
+    #[error("step {step:?}: a window needs at least 3 s, not {seconds}")]
+    ShortWindow { step: String, seconds: f64 },
+    #[error("step name {step:?}: use letters, digits, '-', '_' and '.' only (it names files)")]
+    BadName { step: String },
+    #[error("step name {step:?} is used twice")]
+    DuplicateName { step: String },
+    #[error("step {step:?}: group {group:?} is not one of {:?}", GROUPS)]
+    UnknownGroup { step: String, group: String },
+    #[error("step {step:?} has no [[step.process]]")]
+    NoProcess { step: String },
+    #[error("step {step:?}: more than one process has measure = true")]
+    SeveralMeasured { step: String },
+    #[error("step {step:?}: config.mode must be \"local\" or \"served\"")]
+    BadMode { step: String },
+}
+
+/// Why a plan file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanFileError {
+    #[error("reading {}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("plan {}", path.display())]
+    Invalid {
+        path: std::path::PathBuf,
+        source: PlanError,
+    },
+}
+
 impl Plan {
     /// Parses and checks a plan.
-    pub fn parse(text: &str) -> anyhow::Result<Plan> {
+    pub fn parse(text: &str) -> Result<Plan, PlanError> {
         let plan: Plan = toml::from_str(text)?;
         plan.check()?;
         Ok(plan)
     }
 
     /// Reads a plan file.
-    pub fn load(path: &Path) -> anyhow::Result<Plan> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        Plan::parse(&text).with_context(|| format!("plan {}", path.display()))
+    pub fn load(path: &Path) -> Result<Plan, PlanFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PlanFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Plan::parse(&text).map_err(|source| PlanFileError::Invalid {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
-    fn check(&self) -> anyhow::Result<()> {
+    fn check(&self) -> Result<(), PlanError> {
         let s = &self.campaign;
         for (what, v) in [
             ("warmup_seconds", s.warmup_seconds),
             ("idle_seconds", s.idle_seconds),
         ] {
             if !(v >= 0.0 && v.is_finite()) {
-                bail!("campaign.{what} must be a non-negative number, not {v}");
+                return Err(PlanError::NegativeSeconds { what, value: v });
             }
         }
-        regex::Regex::new(&s.stress_pattern).context("campaign.stress_pattern")?;
+        regex::Regex::new(&s.stress_pattern).map_err(PlanError::StressPattern)?;
         if self.steps.is_empty() {
-            bail!("the plan has no [[step]]");
+            return Err(PlanError::NoSteps);
         }
         let mut seen = std::collections::HashSet::new();
         for st in &self.steps {
             let seconds = self.seconds(st);
             if !(seconds >= 3.0 && seconds.is_finite()) {
-                bail!(
-                    "step {:?}: a window needs at least 3 s, not {seconds}",
-                    st.name
-                );
+                return Err(PlanError::ShortWindow {
+                    step: st.name.clone(),
+                    seconds,
+                });
             }
             if st.name.is_empty()
                 || !st
@@ -168,36 +214,36 @@ impl Plan {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
             {
-                bail!(
-                    "step name {:?}: use letters, digits, '-', '_' and '.' only (it names files)",
-                    st.name
-                );
+                return Err(PlanError::BadName {
+                    step: st.name.clone(),
+                });
             }
             if !seen.insert(st.name.as_str()) {
-                bail!("step name {:?} is used twice", st.name);
+                return Err(PlanError::DuplicateName {
+                    step: st.name.clone(),
+                });
             }
             if !GROUPS.contains(&st.group.as_str()) {
-                bail!(
-                    "step {:?}: group {:?} is not one of {GROUPS:?}",
-                    st.name,
-                    st.group
-                );
+                return Err(PlanError::UnknownGroup {
+                    step: st.name.clone(),
+                    group: st.group.clone(),
+                });
             }
             if st.processes.is_empty() {
-                bail!("step {:?} has no [[step.process]]", st.name);
+                return Err(PlanError::NoProcess {
+                    step: st.name.clone(),
+                });
             }
             if st.processes.iter().filter(|p| p.measure).count() > 1 {
-                bail!(
-                    "step {:?}: more than one process has measure = true",
-                    st.name
-                );
+                return Err(PlanError::SeveralMeasured {
+                    step: st.name.clone(),
+                });
             }
             if let Some(mode) = st.config.get("mode") {
                 if !matches!(mode.as_str(), Some("local" | "served")) {
-                    bail!(
-                        "step {:?}: config.mode must be \"local\" or \"served\"",
-                        st.name
-                    );
+                    return Err(PlanError::BadMode {
+                        step: st.name.clone(),
+                    });
                 }
             }
         }

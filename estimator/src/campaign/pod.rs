@@ -6,12 +6,39 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+/// Why a pod could not be set up or its program found.
+#[derive(Debug, thiserror::Error)]
+pub enum PodError {
+    #[error("reading /proc/self/mounts")]
+    Mounts(#[source] std::io::Error),
+    #[error(
+        "no cgroup v2 hierarchy is mounted: campaign steps need one to run in pod-shaped cgroups"
+    )]
+    NoCgroup2,
+    #[error("creating cgroup {}", path.display())]
+    Cgroup {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("creating {}", path.display())]
+    Log {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("starting {}", command.display())]
+    Start {
+        command: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{command} does not exist")]
+    Missing { command: String },
+    #[error("{command} is neither beside this binary nor on PATH")]
+    NotFound { command: String },
+}
 
 /// The cgroup v2 mount.
-pub fn cgroup2_root() -> anyhow::Result<PathBuf> {
-    let mounts =
-        std::fs::read_to_string("/proc/self/mounts").context("reading /proc/self/mounts")?;
+pub fn cgroup2_root() -> Result<PathBuf, PodError> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").map_err(PodError::Mounts)?;
     mounts
         .lines()
         .filter_map(|l| {
@@ -20,7 +47,7 @@ pub fn cgroup2_root() -> anyhow::Result<PathBuf> {
             (fstype == "cgroup2").then(|| PathBuf::from(target))
         })
         .next()
-        .context("no cgroup v2 hierarchy is mounted: campaign steps need one to run in pod-shaped cgroups")
+        .ok_or(PodError::NoCgroup2)
 }
 
 /// 64 random hex digits (a container id).
@@ -67,18 +94,28 @@ impl Pod {
     /// itself into the cgroup before `exec`, so the program and all its children start there).
     /// Output goes to `log`. The process gets its own process group: a Ctrl-C at the terminal
     /// reaches the runner, which stops steps itself.
-    pub fn start(scope: &Path, command: &Path, args: &[String], log: &Path) -> anyhow::Result<Pod> {
+    pub fn start(
+        scope: &Path,
+        command: &Path,
+        args: &[String],
+        log: &Path,
+    ) -> Result<Pod, PodError> {
         let container_id = random_container_id();
         let pod_uid = random_pod_uid();
         let pod_dir = scope
             .join("kubepods/besteffort")
             .join(format!("pod{pod_uid}"));
         let leaf = pod_dir.join(&container_id);
-        std::fs::create_dir_all(&leaf)
-            .with_context(|| format!("creating cgroup {}", leaf.display()))?;
-        let out =
-            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let err = out.try_clone()?;
+        std::fs::create_dir_all(&leaf).map_err(|source| PodError::Cgroup {
+            path: leaf.clone(),
+            source,
+        })?;
+        let log_error = |source| PodError::Log {
+            path: log.to_path_buf(),
+            source,
+        };
+        let out = std::fs::File::create(log).map_err(log_error)?;
+        let err = out.try_clone().map_err(log_error)?;
         use std::os::unix::process::CommandExt as _;
         let spawned = Command::new("sh")
             .arg("-c")
@@ -99,7 +136,10 @@ impl Pod {
             child: None,
             status: None,
         };
-        pod.child = Some(spawned.with_context(|| format!("starting {}", command.display()))?);
+        pod.child = Some(spawned.map_err(|source| PodError::Start {
+            command: command.to_path_buf(),
+            source,
+        })?);
         Ok(pod)
     }
 
@@ -178,11 +218,13 @@ pub fn remove_scope(scope: &Path) {
 }
 
 /// A program: a path as given, or a bare name found beside the running binary, then on `PATH`.
-pub fn resolve_command(command: &str) -> anyhow::Result<PathBuf> {
+pub fn resolve_command(command: &str) -> Result<PathBuf, PodError> {
     if command.contains('/') {
         let p = PathBuf::from(command);
         if !p.exists() {
-            bail!("{command} does not exist");
+            return Err(PodError::Missing {
+                command: command.into(),
+            });
         }
         return Ok(p);
     }
@@ -196,7 +238,9 @@ pub fn resolve_command(command: &str) -> anyhow::Result<PathBuf> {
         .into_iter()
         .chain(path_dirs.into_iter().map(|d| d.join(command)))
         .find(|p| p.is_file())
-        .with_context(|| format!("{command} is neither beside this binary nor on PATH"))
+        .ok_or_else(|| PodError::NotFound {
+            command: command.into(),
+        })
 }
 
 #[cfg(test)]

@@ -7,9 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
-
-use anyhow::Context;
+use std::path::{Path, PathBuf};
 
 use crate::campaign::analysis::{Analysis, StepResult};
 use crate::campaign::energy::{PowerSource, SourceEnergy};
@@ -94,8 +92,28 @@ pub fn energy_rows(plan: &Plan, a: &Analysis) -> Vec<EnergyRow> {
     out
 }
 
+/// Why a campaign plot was not drawn (the report notes it and goes on).
+#[derive(Debug, thiserror::Error)]
+pub enum CampaignPlotError {
+    #[error("{0}")]
+    NothingToPlot(&'static str),
+    #[error("no model")]
+    NoModel,
+    #[error(transparent)]
+    Plot(#[from] plots::PlotError),
+}
+
+fn write_file(path: PathBuf, text: &str) -> Result<(), report::WriteError> {
+    std::fs::write(&path, text).map_err(|source| report::WriteError::Write { path, source })
+}
+
 /// Writes every file of the report.
-pub fn write(plan: &Plan, a: &Analysis, out: &Path, node: &str) -> anyhow::Result<String> {
+pub fn write(
+    plan: &Plan,
+    a: &Analysis,
+    out: &Path,
+    node: &str,
+) -> Result<String, report::WriteError> {
     report::create_dir(out)?;
     report::write_summary(out, &a.validation)?;
     let rows = energy_rows(plan, a);
@@ -115,7 +133,7 @@ pub fn write(plan: &Plan, a: &Analysis, out: &Path, node: &str) -> anyhow::Resul
             r.source.as_str()
         );
     }
-    std::fs::write(out.join("energy.csv"), csv).context("writing energy.csv")?;
+    write_file(out.join("energy.csv"), &csv)?;
     let mut containers = format!("{CONTAINERS_HEADER}\n");
     for (name, r) in &a.steps {
         for e in &r.energy {
@@ -133,16 +151,22 @@ pub fn write(plan: &Plan, a: &Analysis, out: &Path, node: &str) -> anyhow::Resul
             }
         }
     }
-    std::fs::write(out.join("containers.csv"), containers).context("writing containers.csv")?;
+    write_file(out.join("containers.csv"), &containers)?;
     let mut plot_notes = Vec::new();
     if let Err(e) = energy_latency_plot(out, &rows) {
-        plot_notes.push(format!("energy-vs-latency plot skipped: {e:#}"));
+        plot_notes.push(format!(
+            "energy-vs-latency plot skipped: {}",
+            crate::error_chain(&e)
+        ));
     }
     if let Err(e) = error_by_threads_plot(plan, a, out) {
-        plot_notes.push(format!("error-by-threads plot skipped: {e:#}"));
+        plot_notes.push(format!(
+            "error-by-threads plot skipped: {}",
+            crate::error_chain(&e)
+        ));
     }
     let md = markdown(plan, a, &rows, node, &plot_notes);
-    std::fs::write(out.join("report.md"), &md).context("writing report.md")?;
+    write_file(out.join("report.md"), &md)?;
     Ok(md)
 }
 
@@ -341,7 +365,7 @@ fn markdown(
     md
 }
 
-fn energy_latency_plot(out: &Path, rows: &[EnergyRow]) -> anyhow::Result<()> {
+fn energy_latency_plot(out: &Path, rows: &[EnergyRow]) -> Result<(), CampaignPlotError> {
     let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.source == PowerSource::Predicted) {
         if let (Some(p50), Some(j)) = (r.p50, r.joules_per_inference()) {
@@ -353,21 +377,23 @@ fn energy_latency_plot(out: &Path, rows: &[EnergyRow]) -> anyhow::Result<()> {
             series.entry(name).or_default().push((p50 * 1e3, j));
         }
     }
-    anyhow::ensure!(
-        !series.is_empty(),
-        "no inference window with latency and energy"
-    );
+    if series.is_empty() {
+        return Err(CampaignPlotError::NothingToPlot(
+            "no inference window with latency and energy",
+        ));
+    }
     plots::scatter(
         &out.join("energy_vs_latency.png"),
         "Energy per inference vs latency (predicted power), by model",
         "median latency, ms",
         "energy per inference, J",
         &series.into_iter().collect::<Vec<_>>(),
-    )
+    )?;
+    Ok(())
 }
 
-fn error_by_threads_plot(plan: &Plan, a: &Analysis, out: &Path) -> anyhow::Result<()> {
-    let name = &a.model.as_ref().context("no model")?.name;
+fn error_by_threads_plot(plan: &Plan, a: &Analysis, out: &Path) -> Result<(), CampaignPlotError> {
+    let name = &a.model.as_ref().ok_or(CampaignPlotError::NoModel)?.name;
     let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for st in plan.steps.iter().filter(|s| s.tag == Tag::Validate) {
         let (Ok(threads), Some(m)) = (
@@ -379,17 +405,19 @@ fn error_by_threads_plot(plan: &Plan, a: &Analysis, out: &Path) -> anyhow::Resul
         let model = config_text(&st.config, "model");
         series.entry(model).or_default().push((threads, m));
     }
-    anyhow::ensure!(
-        !series.is_empty(),
-        "no validation workload with a thread count"
-    );
+    if series.is_empty() {
+        return Err(CampaignPlotError::NothingToPlot(
+            "no validation workload with a thread count",
+        ));
+    }
     plots::scatter(
         &out.join("error_by_threads.png"),
         "Validation MAPE of the selected model by thread count",
         "threads",
         "MAPE, %",
         &series.into_iter().collect::<Vec<_>>(),
-    )
+    )?;
+    Ok(())
 }
 
 /// Σ containers = node, per window and source (what the tests check on the CSV too).

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use indicatif::ProgressBar;
 
 use crate::campaign::plan::{Plan, Step};
@@ -36,13 +35,52 @@ pub struct RunContext {
     pub node: String,
 }
 
+/// Why the steps could not be run (a step that fails is recorded as failed instead).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("setting up the signal handlers")]
+    Signals(#[source] std::io::Error),
+    #[error("finding a free port")]
+    Port(#[source] std::io::Error),
+    #[error(transparent)]
+    Windows(#[from] windows::WindowsError),
+    #[error(transparent)]
+    Pod(#[from] pod::PodError),
+    #[error("creating {}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("building the HTTP client")]
+    HttpClient(#[source] reqwest::Error),
+}
+
+/// Why a process's arguments could not be expanded.
+#[derive(Debug, thiserror::Error)]
+pub enum ExpandError {
+    #[error("argument {arg:?}: '{{' without '}}'")]
+    Unclosed { arg: String },
+    #[error("argument {arg:?}: unknown placeholder {{{key}}}")]
+    Unknown { arg: String, key: String },
+}
+
+/// Why a step's process did not start (the step is recorded as failed).
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error(transparent)]
+    Expand(#[from] ExpandError),
+    #[error(transparent)]
+    Pod(#[from] pod::PodError),
+}
+
 /// Set by Ctrl-C or SIGTERM.
-pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
+pub fn stop_flag() -> Result<Arc<AtomicBool>, RunError> {
     let flag = Arc::new(AtomicBool::new(false));
     let f = flag.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(RunError::Signals)?;
     std::thread::Builder::new()
         .name("campaign-signals".into())
         .spawn(move || {
@@ -59,7 +97,8 @@ pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
                 }
                 f.store(true, Ordering::SeqCst);
             })
-        })?;
+        })
+        .map_err(RunError::Signals)?;
     Ok(flag)
 }
 
@@ -70,10 +109,11 @@ fn now() -> f64 {
         .unwrap_or(0.0)
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+fn free_port() -> Result<u16, RunError> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(RunError::Port)
 }
 
 /// Sleeps up to `d`, returning early (false) when the stop flag is set.
@@ -97,7 +137,7 @@ fn sleep_unless_stopped(d: Duration, stop: &AtomicBool, bar: &ProgressBar, base:
 }
 
 /// A process's placeholders replaced.
-fn expand(args: &[String], vars: &BTreeMap<String, String>) -> anyhow::Result<Vec<String>> {
+fn expand(args: &[String], vars: &BTreeMap<String, String>) -> Result<Vec<String>, ExpandError> {
     args.iter()
         .map(|a| {
             let mut out = String::new();
@@ -106,11 +146,12 @@ fn expand(args: &[String], vars: &BTreeMap<String, String>) -> anyhow::Result<Ve
                 out.push_str(&rest[..open]);
                 let close = rest[open..]
                     .find('}')
-                    .with_context(|| format!("argument {a:?}: '{{' without '}}'"))?;
+                    .ok_or_else(|| ExpandError::Unclosed { arg: a.clone() })?;
                 let key = &rest[open + 1..open + close];
-                let v = vars
-                    .get(key)
-                    .with_context(|| format!("argument {a:?}: unknown placeholder {{{key}}}"))?;
+                let v = vars.get(key).ok_or_else(|| ExpandError::Unknown {
+                    arg: a.clone(),
+                    key: key.to_string(),
+                })?;
                 out.push_str(v);
                 rest = &rest[open + close + 1..];
             }
@@ -125,11 +166,12 @@ fn expand(args: &[String], vars: &BTreeMap<String, String>) -> anyhow::Result<Ve
 pub struct MetricsClient(reqwest::blocking::Client);
 
 impl MetricsClient {
-    fn new() -> anyhow::Result<MetricsClient> {
+    fn new() -> Result<MetricsClient, RunError> {
         Ok(MetricsClient(
             reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(2))
-                .build()?,
+                .build()
+                .map_err(RunError::HttpClient)?,
         ))
     }
 
@@ -141,7 +183,7 @@ impl MetricsClient {
 }
 
 /// Runs every step without a record; returns whether it finished or was interrupted.
-pub fn run_steps(plan: &Plan, ctx: &RunContext, stop: &AtomicBool) -> anyhow::Result<Outcome> {
+pub fn run_steps(plan: &Plan, ctx: &RunContext, stop: &AtomicBool) -> Result<Outcome, RunError> {
     let records = windows::read(&ctx.out)?;
     let latest = windows::latest(&records);
     let todo: Vec<&Step> = plan
@@ -173,9 +215,15 @@ pub fn run_steps(plan: &Plan, ctx: &RunContext, stop: &AtomicBool) -> anyhow::Re
         bar.set_style(style);
     }
     let scope = pod::cgroup2_root()?.join(format!("greenpipe-campaign-{}", std::process::id()));
-    std::fs::create_dir_all(&scope).with_context(|| format!("creating {}", scope.display()))?;
+    std::fs::create_dir_all(&scope).map_err(|source| RunError::CreateDir {
+        path: scope.clone(),
+        source,
+    })?;
     let logs = ctx.out.join("logs");
-    std::fs::create_dir_all(&logs)?;
+    std::fs::create_dir_all(&logs).map_err(|source| RunError::CreateDir {
+        path: logs.clone(),
+        source,
+    })?;
     let client = MetricsClient::new()?;
     let mut base = 0u64;
     let mut outcome = Outcome::Finished;
@@ -250,7 +298,7 @@ fn run_step(
     stop: &AtomicBool,
     bar: &ProgressBar,
     base: u64,
-) -> anyhow::Result<Window> {
+) -> Result<Window, RunError> {
     let s = &plan.campaign;
     let seconds = plan.seconds(st);
     let timeout = (s.warmup_seconds + seconds + 30.0).ceil() as u64;
@@ -306,7 +354,7 @@ fn run_step(
         let name = p.name.clone().unwrap_or_else(|| format!("p{k}"));
         let address = format!("127.0.0.1:{}", free_port()?);
         vars.insert("metrics_address".into(), address.clone());
-        let started = (|| -> anyhow::Result<Pod> {
+        let started = (|| -> Result<Pod, StartError> {
             let args = expand(&p.args, &vars)?;
             let command = pod::resolve_command(&p.command)?;
             Pod::start(
@@ -315,6 +363,7 @@ fn run_step(
                 &args,
                 &logs.join(format!("{}__{name}.log", st.name)),
             )
+            .map_err(StartError::from)
         })();
         match started {
             Ok(pod) => {
@@ -329,7 +378,7 @@ fn run_step(
                 pods.push(pod);
             }
             Err(e) => {
-                failure = Some(format!("process {name}: {e:#}"));
+                failure = Some(format!("process {name}: {}", crate::error_chain(&e)));
                 break;
             }
         }

@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::campaign::plan::Tag;
@@ -86,34 +85,72 @@ pub fn path(dir: &Path) -> PathBuf {
     dir.join("windows.jsonl")
 }
 
+/// Why the window log could not be read or appended to.
+#[derive(Debug, thiserror::Error)]
+pub enum WindowsError {
+    #[error("reading {}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}:{line}", path.display())]
+    Line {
+        path: PathBuf,
+        line: usize,
+        source: serde_json::Error,
+    },
+    #[error("opening {}", path.display())]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Encode(serde_json::Error),
+    #[error("writing {}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// Every record of the log, in order (none if there is no log yet). A malformed line is an
 /// error naming the line: the log is the campaign's memory and must not be guessed at.
-pub fn read(dir: &Path) -> anyhow::Result<Vec<Window>> {
+pub fn read(dir: &Path) -> Result<Vec<Window>, WindowsError> {
     let p = path(dir);
     let text = match std::fs::read_to_string(&p) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", p.display())),
+        Err(source) => return Err(WindowsError::Read { path: p, source }),
     };
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}", p.display(), i + 1)))
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|source| WindowsError::Line {
+                path: p.clone(),
+                line: i + 1,
+                source,
+            })
+        })
         .collect()
 }
 
 /// Appends one record (and syncs it, so an interruption right after keeps it).
-pub fn append(dir: &Path, w: &Window) -> anyhow::Result<()> {
+pub fn append(dir: &Path, w: &Window) -> Result<(), WindowsError> {
     let p = path(dir);
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&p)
-        .with_context(|| format!("opening {}", p.display()))?;
-    let mut line = serde_json::to_string(w)?;
+        .map_err(|source| WindowsError::Open {
+            path: p.clone(),
+            source,
+        })?;
+    let mut line = serde_json::to_string(w).map_err(WindowsError::Encode)?;
     line.push('\n');
-    f.write_all(line.as_bytes())?;
-    f.sync_data()?;
+    f.write_all(line.as_bytes())
+        .and_then(|()| f.sync_data())
+        .map_err(|source| WindowsError::Write { path: p, source })?;
     Ok(())
 }
 

@@ -6,7 +6,6 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use anyhow::bail;
 use regex::Regex;
 
 use crate::offline::evaluate::{self, group_result, Plan};
@@ -47,12 +46,28 @@ pub struct NodeCrossval {
     pub notes: Vec<String>,
 }
 
+/// Why `crossval` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum CrossvalError {
+    #[error(transparent)]
+    Samples(#[from] samples::SamplesError),
+    #[error(transparent)]
+    Holdable(#[from] crate::offline::NothingHoldable),
+    #[error(
+        "node {node}: {holdable} workload(s) can be held out; leave-one-workload-out needs at \
+         least 2"
+    )]
+    TooFewHoldable { node: String, holdable: usize },
+    #[error(transparent)]
+    Report(#[from] report::WriteError),
+}
+
 /// Runs crossval and writes the report.
-pub fn run(args: &CrossvalArgs) -> anyhow::Result<Vec<NodeCrossval>> {
+pub fn run(args: &CrossvalArgs) -> Result<Vec<NodeCrossval>, CrossvalError> {
     let nodes = samples::load(&args.traces, args.options.features.as_deref())?
         .iter()
         .map(|s| Ok(args.options.cv_samples(s)?.0.into_owned()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, CrossvalError>>()?;
     report::create_dir(&args.report)?;
     let mut out = Vec::new();
     for s in &nodes {
@@ -60,22 +75,20 @@ pub fn run(args: &CrossvalArgs) -> anyhow::Result<Vec<NodeCrossval>> {
     }
     let rows: Vec<SummaryRow> = out.iter().flat_map(|n| n.rows.clone()).collect();
     report::write_summary(&args.report, &rows)?;
-    std::fs::write(
-        args.report.join("report.md"),
-        markdown(&nodes, &out, &args.options),
-    )?;
+    let path = args.report.join("report.md");
+    std::fs::write(&path, markdown(&nodes, &out, &args.options))
+        .map_err(|source| report::WriteError::Write { path, source })?;
     Ok(out)
 }
 
-fn node(s: &NodeSamples, args: &CrossvalArgs) -> anyhow::Result<NodeCrossval> {
+fn node(s: &NodeSamples, args: &CrossvalArgs) -> Result<NodeCrossval, CrossvalError> {
     let o = &args.options;
-    let (holdable, always) = o.split_groups(s)?;
+    let (holdable, always) = o.split_groups(s);
     if holdable.len() < 2 {
-        bail!(
-            "node {}: {} workload(s) can be held out; leave-one-workload-out needs at least 2",
-            s.node,
-            holdable.len()
-        );
+        return Err(CrossvalError::TooFewHoldable {
+            node: s.node.clone(),
+            holdable: holdable.len(),
+        });
     }
     let mut notes = s.notes.clone();
     let mut specs = evaluate::candidate_specs(s, &o.candidates, o.counter_variants);
@@ -170,7 +183,11 @@ fn node(s: &NodeSamples, args: &CrossvalArgs) -> anyhow::Result<NodeCrossval> {
     clamped.insert(0, (SELECTED.to_string(), selected_hit, selected_of));
 
     if let Err(e) = plots::held_out(&args.report, s, &plot_data, SELECTED) {
-        notes.push(format!("{}: plots skipped: {e:#}", s.node));
+        notes.push(format!(
+            "{}: plots skipped: {}",
+            s.node,
+            crate::error_chain(&e)
+        ));
     }
     Ok(NodeCrossval {
         rows,

@@ -25,12 +25,40 @@ pub mod validate;
 
 use std::borrow::Cow;
 
-use anyhow::{bail, Context};
 use greenpipe_common::features::Feature;
 use regex::Regex;
 
 use models::Candidate;
 use samples::NodeSamples;
+
+/// Why command-line strings were refused as [`OfflineOptions`].
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    #[error("--folds must be at least 2")]
+    TooFewFolds,
+    #[error("unknown feature {name:?}; known: {}", Feature::ALL.map(Feature::column).join(", "))]
+    UnknownFeature { name: String },
+    #[error(transparent)]
+    Grid(#[from] models::GridError),
+    #[error("--stress-pattern")]
+    StressPattern(#[source] regex::Error),
+    #[error("--always-train")]
+    AlwaysTrain(#[source] regex::Error),
+}
+
+/// Why a node's samples cannot be cross-validated.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "node {node}: every workload group ({groups:?}) matches --always-train: none can be held \
+     out to score a model"
+)]
+pub struct NothingHoldable {
+    pub node: String,
+    pub groups: Vec<String>,
+}
+
+/// A node's samples ready for cross-validation, the holdable groups and the always-trained ones.
+pub type CvSamples<'a> = (Cow<'a, NodeSamples>, Vec<usize>, Vec<usize>);
 
 /// Options shared by `train` and `crossval`.
 #[derive(Debug, Clone)]
@@ -59,22 +87,18 @@ impl OfflineOptions {
         always_train: Option<&str>,
         folds: Option<usize>,
         features: Option<&str>,
-    ) -> anyhow::Result<OfflineOptions> {
+    ) -> Result<OfflineOptions, OptionsError> {
         if folds.is_some_and(|k| k < 2) {
-            bail!("--folds must be at least 2");
+            return Err(OptionsError::TooFewFolds);
         }
         let features = features
             .map(|list| {
                 list.split(',')
                     .map(|f| {
-                        Feature::from_column(f.trim()).with_context(|| {
-                            format!(
-                                "unknown feature {f:?}; known: {}",
-                                Feature::ALL.map(Feature::column).join(", ")
-                            )
-                        })
+                        Feature::from_column(f.trim())
+                            .ok_or_else(|| OptionsError::UnknownFeature { name: f.into() })
                     })
-                    .collect::<anyhow::Result<Vec<_>>>()
+                    .collect::<Result<Vec<_>, _>>()
             })
             .transpose()?;
         Ok(OfflineOptions {
@@ -82,11 +106,11 @@ impl OfflineOptions {
                 Some(list) => models::parse_models(list, models::default_candidates())?,
                 None => models::default_candidates(),
             },
-            stress_pattern: Regex::new(stress_pattern).context("--stress-pattern")?,
+            stress_pattern: Regex::new(stress_pattern).map_err(OptionsError::StressPattern)?,
             always_train: always_train
                 .map(Regex::new)
                 .transpose()
-                .context("--always-train")?,
+                .map_err(OptionsError::AlwaysTrain)?,
             folds,
             features,
             counter_variants: true,
@@ -94,7 +118,7 @@ impl OfflineOptions {
     }
 
     /// Replaces the candidates by the named grid (`--grid`), restricted to `models` if given.
-    pub fn set_grid(&mut self, grid: &str, models: Option<&str>) -> anyhow::Result<()> {
+    pub fn set_grid(&mut self, grid: &str, models: Option<&str>) -> Result<(), models::GridError> {
         let grid = models::grid(grid)?;
         self.candidates = match models {
             Some(list) => models::parse_models(list, grid)?,
@@ -128,21 +152,16 @@ impl OfflineOptions {
     /// those always trained on. With two or more holdable workload groups the samples are
     /// unchanged; with one (a single recorded run, say), its rows are cut into contiguous time
     /// blocks (`--folds`, default [`samples::TIME_BLOCKS`]) for a blocked time-series CV.
-    pub fn cv_samples<'a>(
-        &self,
-        s: &'a NodeSamples,
-    ) -> anyhow::Result<(Cow<'a, NodeSamples>, Vec<usize>, Vec<usize>)> {
-        let (holdable, always) = self.split_groups(s)?;
+    pub fn cv_samples<'a>(&self, s: &'a NodeSamples) -> Result<CvSamples<'a>, NothingHoldable> {
+        let (holdable, always) = self.split_groups(s);
         match holdable.as_slice() {
-            [] => bail!(
-                "node {}: every workload group ({:?}) matches --always-train: none can be held \
-                 out to score a model",
-                s.node,
-                s.groups
-            ),
+            [] => Err(NothingHoldable {
+                node: s.node.clone(),
+                groups: s.groups.clone(),
+            }),
             [only] => {
                 let blocked = s.with_time_blocks(*only, self.folds.unwrap_or(samples::TIME_BLOCKS));
-                let (holdable, always) = self.split_groups(&blocked)?;
+                let (holdable, always) = self.split_groups(&blocked);
                 Ok((Cow::Owned(blocked), holdable, always))
             }
             _ => Ok((Cow::Borrowed(s), holdable, always)),
@@ -150,7 +169,7 @@ impl OfflineOptions {
     }
 
     /// Splits the node's groups into (can be held out, always trained on).
-    pub fn split_groups(&self, s: &NodeSamples) -> anyhow::Result<(Vec<usize>, Vec<usize>)> {
+    pub fn split_groups(&self, s: &NodeSamples) -> (Vec<usize>, Vec<usize>) {
         let always: Vec<usize> = (0..s.groups.len())
             .filter(|&g| {
                 self.always_train.as_ref().is_some_and(|re| {
@@ -164,6 +183,39 @@ impl OfflineOptions {
         let holdable = (0..s.groups.len())
             .filter(|g| !always.contains(g))
             .collect();
-        Ok((holdable, always))
+        (holdable, always)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_errors_name_the_flag_and_the_value_once() {
+        let e = OfflineOptions::parse(None, "(", None, None, None).unwrap_err();
+        let text = crate::error_chain(&e);
+        assert!(
+            text.starts_with("--stress-pattern: regex parse error"),
+            "{text}"
+        );
+        assert_eq!(text.matches("--stress-pattern").count(), 1, "{text}");
+        let e = OfflineOptions::parse(None, "stress", None, None, Some("cpu_nope")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("unknown feature \"cpu_nope\"; known: "),
+            "{e}"
+        );
+        let e = OfflineOptions::parse(Some("nope"), "stress", None, None, None).unwrap_err();
+        assert!(
+            e.to_string().starts_with("unknown model family \"nope\""),
+            "{e}"
+        );
+        let mut o = OfflineOptions::parse(None, "stress", None, None, None).unwrap();
+        let e = o.set_grid("huge", None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown grid \"huge\"; known: default, classic, wide"
+        );
     }
 }

@@ -3,18 +3,50 @@
 //! no fontconfig or X server is needed; without the font the plots are skipped and the report
 //! says why.
 
-use std::path::Path;
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context};
 use plotters::prelude::*;
 
 use crate::offline::evaluate::GroupResult;
 use crate::offline::report::slug;
 use crate::offline::samples::NodeSamples;
 
+/// Why a plot was not drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// The font could not be registered; the text says which files were tried.
+    #[error("{0}")]
+    Font(String),
+    /// plotters refused to draw; its error, debug-formatted as before.
+    #[error("{0}")]
+    Draw(String),
+    #[error("writing {}", path.display())]
+    Write {
+        path: PathBuf,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("no points to plot")]
+    NoPoints,
+}
+
+fn draw(e: impl Debug) -> PlotError {
+    PlotError::Draw(format!("{e:?}"))
+}
+
+fn written<E: std::error::Error + Send + Sync + 'static>(
+    path: &Path,
+) -> impl FnOnce(E) -> PlotError {
+    let path = path.to_path_buf();
+    move |e| PlotError::Write {
+        path,
+        source: Box::new(e),
+    }
+}
+
 /// Registers the font once (`greenpipe_common::plot_font`); the error says which files were tried.
-pub fn fonts() -> anyhow::Result<()> {
-    greenpipe_common::plot_font::register_sans_serif().map_err(|e| anyhow!(e))
+pub fn fonts() -> Result<(), PlotError> {
+    greenpipe_common::plot_font::register_sans_serif().map_err(PlotError::Font)
 }
 
 /// Measured and predicted power over time (seconds since the first sample).
@@ -24,7 +56,7 @@ pub fn time_series(
     t: &[f64],
     measured: &[f64],
     predicted: &[f64],
-) -> anyhow::Result<()> {
+) -> Result<(), PlotError> {
     fonts()?;
     let t0 = t.first().copied().unwrap_or(0.0);
     let xs: Vec<f64> = t.iter().map(|v| v - t0).collect();
@@ -35,27 +67,27 @@ pub fn time_series(
         .fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
     let pad = ((hi - lo) * 0.05).max(1.0);
     let root = BitMapBackend::new(path, (1200, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    root.fill(&WHITE).map_err(draw)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..x_max, (lo - pad)..(hi + pad))
-        .map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(draw)?;
     chart
         .configure_mesh()
         .x_desc("time since start of trace, s")
         .y_desc("power, W")
         .draw()
-        .map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(draw)?;
     for (series, color, label) in [(measured, BLACK, "measured"), (predicted, RED, "predicted")] {
         chart
             .draw_series(LineSeries::new(
                 xs.iter().copied().zip(series.iter().copied()),
                 color.stroke_width(1),
             ))
-            .map_err(|e| anyhow!("{e:?}"))?
+            .map_err(draw)?
             .label(label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
     }
@@ -64,13 +96,12 @@ pub fn time_series(
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
-        .map_err(|e| anyhow!("{e:?}"))?;
-    root.present()
-        .with_context(|| format!("writing {}", path.display()))
+        .map_err(draw)?;
+    root.present().map_err(written(path))
 }
 
 /// Histogram of relative errors `(predicted - measured) / measured`, percent, in 1 % bins.
-pub fn error_histogram(path: &Path, title: &str, errors_percent: &[f64]) -> anyhow::Result<()> {
+pub fn error_histogram(path: &Path, title: &str, errors_percent: &[f64]) -> Result<(), PlotError> {
     fonts()?;
     let clamp = |e: f64| e.clamp(-30.0, 30.0).round() as i32;
     let mut counts = std::collections::BTreeMap::new();
@@ -79,29 +110,28 @@ pub fn error_histogram(path: &Path, title: &str, errors_percent: &[f64]) -> anyh
     }
     let top = counts.values().copied().max().unwrap_or(1);
     let root = BitMapBackend::new(path, (900, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    root.fill(&WHITE).map_err(draw)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d((-30i32..30i32).into_segmented(), 0u32..top + top / 10 + 1)
-        .map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(draw)?;
     chart
         .configure_mesh()
         .x_desc("error, % of measured (clamped to ±30)")
         .y_desc("samples")
         .draw()
-        .map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(draw)?;
     chart
         .draw_series(
             Histogram::vertical(&chart)
                 .style(BLUE.filled())
                 .data(errors_percent.iter().map(|&e| (clamp(e), 1u32))),
         )
-        .map_err(|e| anyhow!("{e:?}"))?;
-    root.present()
-        .with_context(|| format!("writing {}", path.display()))
+        .map_err(draw)?;
+    root.present().map_err(written(path))
 }
 
 /// Plots for held-out predictions of one node: measured vs predicted over time per trace
@@ -113,7 +143,7 @@ pub fn held_out(
     s: &NodeSamples,
     results: &[(GroupResult, String)],
     tag: &str,
-) -> anyhow::Result<()> {
+) -> Result<(), PlotError> {
     let mut errors = Vec::new();
     for (r, label) in results {
         for (&i, &p) in r.rows.iter().zip(&r.predicted) {
@@ -157,7 +187,7 @@ pub fn scatter(
     x_desc: &str,
     y_desc: &str,
     groups: &[(String, Vec<(f64, f64)>)],
-) -> anyhow::Result<()> {
+) -> Result<(), PlotError> {
     fonts()?;
     let all = || groups.iter().flat_map(|(_, p)| p.iter().copied());
     let (x_lo, x_hi) = all().fold((f64::MAX, f64::MIN), |(lo, hi), (x, _)| {
@@ -166,24 +196,26 @@ pub fn scatter(
     let (y_lo, y_hi) = all().fold((f64::MAX, f64::MIN), |(lo, hi), (_, y)| {
         (lo.min(y), hi.max(y))
     });
-    anyhow::ensure!(x_lo <= x_hi, "no points to plot");
+    if x_lo > x_hi {
+        return Err(PlotError::NoPoints);
+    }
     let pad = |lo: f64, hi: f64| ((hi - lo) * 0.1).max(hi.abs() * 0.05).max(1e-9);
     let (px, py) = (pad(x_lo, x_hi), pad(y_lo, y_hi));
     let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    root.fill(&WHITE).map_err(draw)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d((x_lo - px)..(x_hi + px), (y_lo - py).max(0.0)..(y_hi + py))
-        .map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(draw)?;
     chart
         .configure_mesh()
         .x_desc(x_desc)
         .y_desc(y_desc)
         .draw()
-        .map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(draw)?;
     for (i, (label, points)) in groups.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
@@ -192,7 +224,7 @@ pub fn scatter(
                     .iter()
                     .map(|&(x, y)| Circle::new((x, y), 6, color.filled())),
             )
-            .map_err(|e| anyhow!("{e:?}"))?
+            .map_err(draw)?
             .label(label.as_str())
             .legend(move |(x, y)| Circle::new((x + 10, y), 6, color.filled()));
     }
@@ -201,7 +233,6 @@ pub fn scatter(
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
-        .map_err(|e| anyhow!("{e:?}"))?;
-    root.present()
-        .with_context(|| format!("writing {}", path.display()))
+        .map_err(draw)?;
+    root.present().map_err(written(path))
 }

@@ -5,9 +5,9 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
 use greenpipe_common::model::{
-    BaselineModel, ModelFile, NodeModel, NodeSelector, Scores, TrainingInfo, SCHEMA_VERSION,
+    BaselineModel, ModelError, ModelFile, NodeModel, NodeSelector, Scores, TrainingInfo,
+    SCHEMA_VERSION,
 };
 
 use crate::offline::evaluate::{self, GroupResult, Job};
@@ -46,12 +46,34 @@ pub struct NodeTraining {
     pub notes: Vec<String>,
 }
 
+/// Why `train` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error(transparent)]
+    Samples(#[from] samples::SamplesError),
+    #[error(transparent)]
+    Holdable(#[from] crate::offline::NothingHoldable),
+    #[error("node {node}: no candidate could be fitted: {notes:?}")]
+    NothingFitted { node: String, notes: Vec<String> },
+    #[error(transparent)]
+    Fit(#[from] crate::offline::models::FitError),
+    #[error("the trained model file does not pass its own check")]
+    SelfCheck(#[source] ModelError),
+    #[error("creating {}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Report(#[from] report::WriteError),
+}
+
 /// Trains every node found in the traces and writes the model file (and the report).
-pub fn run(args: &TrainArgs) -> anyhow::Result<ModelFile> {
+pub fn run(args: &TrainArgs) -> Result<ModelFile, TrainError> {
     let nodes = samples::load(&args.traces, args.options.features.as_deref())?
         .iter()
         .map(|s| Ok(args.options.cv_samples(s)?.0.into_owned()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, TrainError>>()?;
     let mut trained = Vec::new();
     for s in &nodes {
         trained.push(node(s, &args.options)?);
@@ -62,11 +84,17 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<ModelFile> {
     };
     // Refuse to write what the online estimator would refuse to read.
     let text = file.to_json();
-    ModelFile::from_json(&text).context("the trained model file does not pass its own check")?;
+    ModelFile::from_json(&text).map_err(TrainError::SelfCheck)?;
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
+        std::fs::create_dir_all(parent).map_err(|source| TrainError::CreateDir {
+            path: parent.to_path_buf(),
+            source,
+        })?;
     }
-    std::fs::write(&args.out, text).with_context(|| format!("writing {}", args.out.display()))?;
+    std::fs::write(&args.out, text).map_err(|source| report::WriteError::Write {
+        path: args.out.clone(),
+        source,
+    })?;
     if let Some(dir) = &args.report {
         report::create_dir(dir)?;
         let rows: Vec<SummaryRow> = trained.iter().flat_map(|t| t.rows.clone()).collect();
@@ -79,17 +107,19 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<ModelFile> {
                 .map(|r| (r.clone(), t.chosen.clone()))
                 .collect();
             if let Err(e) = plots::held_out(dir, s, &labelled, "cv") {
-                t.notes.push(format!("plots skipped: {e:#}"));
+                t.notes
+                    .push(format!("plots skipped: {}", crate::error_chain(&e)));
             }
             md.push_str(&markdown(s, t, &args.options));
         }
-        std::fs::write(dir.join("report.md"), md)?;
+        let path = dir.join("report.md");
+        std::fs::write(&path, md).map_err(|source| report::WriteError::Write { path, source })?;
     }
     Ok(file)
 }
 
 /// Selects, refits and describes one node's model.
-pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining> {
+pub fn node(s: &NodeSamples, o: &OfflineOptions) -> Result<NodeTraining, TrainError> {
     let (s, holdable, always) = o.cv_samples(s)?;
     let s = s.as_ref();
     let mut notes = s.notes.clone();
@@ -151,7 +181,10 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> anyhow::Result<NodeTraining>
         })
         .collect();
     let Some(best) = select::best(&per_candidate) else {
-        bail!("node {}: no candidate could be fitted: {notes:?}", s.node);
+        return Err(TrainError::NothingFitted {
+            node: s.node.clone(),
+            notes,
+        });
     };
     let best_score = means[best].unwrap_or_default();
     let spec = &specs[best];

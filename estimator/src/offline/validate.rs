@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
 use greenpipe_common::features::FeatureValues;
 use greenpipe_common::model::{ModelError, ModelFile};
 
@@ -26,11 +25,46 @@ pub struct ValidateArgs {
     pub report: PathBuf,
 }
 
+/// Why `validate` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ValidateError {
+    #[error("reading {}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}", path.display())]
+    ModelFile { path: PathBuf, source: ModelError },
+    #[error(transparent)]
+    Samples(#[from] samples::SamplesError),
+    #[error(transparent)]
+    Report(#[from] report::WriteError),
+    #[error("{} has no model for node {node}", path.display())]
+    NoModel { path: PathBuf, node: String },
+    #[error(
+        "node {node}: model {model} needs {missing:?}, which the traces do not provide (empty or \
+         constant)"
+    )]
+    MissingFeatures {
+        node: String,
+        model: String,
+        missing: Vec<&'static str>,
+    },
+    /// A prediction failed (the model file passed its check, so this is a defect in it).
+    #[error(transparent)]
+    Predict(ModelError),
+}
+
 /// Scores the model on every trace and writes the report; returns the summary rows.
-pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
-    let text = std::fs::read_to_string(&args.model)
-        .with_context(|| format!("reading {}", args.model.display()))?;
-    let file = ModelFile::from_json(&text).with_context(|| args.model.display().to_string())?;
+pub fn run(args: &ValidateArgs) -> Result<Vec<SummaryRow>, ValidateError> {
+    let text = std::fs::read_to_string(&args.model).map_err(|source| ValidateError::Read {
+        path: args.model.clone(),
+        source,
+    })?;
+    let file = ModelFile::from_json(&text).map_err(|source| ValidateError::ModelFile {
+        path: args.model.clone(),
+        source,
+    })?;
     // Every column a model or baseline of the file reads, constant ones included.
     let mut columns: Vec<_> = file
         .models
@@ -55,21 +89,23 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
     );
     for s in &nodes {
         let Some(model) = file.select(&s.node, &BTreeMap::new()) else {
-            bail!("{} has no model for node {}", args.model.display(), s.node);
+            return Err(ValidateError::NoModel {
+                path: args.model.clone(),
+                node: s.node.clone(),
+            });
         };
-        let missing: Vec<&str> = model
+        let missing: Vec<&'static str> = model
             .required_features()
             .into_iter()
             .filter(|f| s.feature_index(*f).is_none())
             .map(|f| f.column())
             .collect();
         if !missing.is_empty() {
-            bail!(
-                "node {}: model {} needs {missing:?}, which the traces do not provide (empty or \
-                 constant)",
-                s.node,
-                model.name
-            );
+            return Err(ValidateError::MissingFeatures {
+                node: s.node.clone(),
+                model: model.name.clone(),
+                missing,
+            });
         }
         // The model, then every stored baseline the traces can feed, scored side by side.
         let mut node_rows = Vec::new();
@@ -116,7 +152,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
             let _ = writeln!(md, "\nTraining CV MAPE for comparison: {cv:.2} %.");
         }
         if let Err(e) = plots::held_out(&args.report, s, &results, "validate") {
-            let _ = writeln!(md, "\n- note: plots skipped: {e:#}");
+            let _ = writeln!(md, "\n- note: plots skipped: {}", crate::error_chain(&e));
         }
         for n in s.notes.iter().chain(&skipped) {
             let _ = writeln!(md, "- note: {n}");
@@ -125,7 +161,8 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<Vec<SummaryRow>> {
         rows.extend(node_rows);
     }
     report::write_summary(&args.report, &rows)?;
-    std::fs::write(args.report.join("report.md"), md)?;
+    let path = args.report.join("report.md");
+    std::fs::write(&path, md).map_err(|source| report::WriteError::Write { path, source })?;
     Ok(rows)
 }
 
@@ -146,7 +183,7 @@ fn score_groups(
     s: &NodeSamples,
     label: &str,
     predict: impl Fn(&FeatureValues) -> Result<(f64, bool), ModelError>,
-) -> anyhow::Result<(Vec<SummaryRow>, Labelled)> {
+) -> Result<(Vec<SummaryRow>, Labelled), ValidateError> {
     let mut per = Vec::new();
     let mut results = Vec::new();
     for g in 0..s.groups.len() {
@@ -163,7 +200,8 @@ fn score_groups(
                 clamped += usize::from(hit);
                 Ok(w)
             })
-            .collect::<Result<Vec<f64>, ModelError>>()?;
+            .collect::<Result<Vec<f64>, ModelError>>()
+            .map_err(ValidateError::Predict)?;
         let measured: Vec<f64> = rows_g.iter().map(|&i| s.y[i]).collect();
         let sc = score(&measured, &predicted);
         per.push((s.groups[g].clone(), sc));

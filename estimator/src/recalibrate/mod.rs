@@ -166,7 +166,7 @@ pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
     };
     runtime.block_on(async move {
         if r.args.once {
-            return r.check().await.map(|_| ());
+            return r.check().await.map(|_| ()).map_err(anyhow::Error::from);
         }
         let listener = tokio::net::TcpListener::bind(
             greenpipe_common::listen::parse_listen_address(&r.args.listen_address)?,
@@ -178,7 +178,7 @@ pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
         let checks = async {
             loop {
                 if let Err(e) = r.check().await {
-                    warn!(error = %format!("{e:#}"), "check failed; trying again at the next one");
+                    warn!(error = %crate::error_chain(&e), "check failed; trying again at the next one");
                 }
                 tokio::time::sleep(r.args.check_interval).await;
             }
@@ -192,23 +192,77 @@ pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
     })
 }
 
-fn load_validation(paths: &[PathBuf]) -> anyhow::Result<Vec<TraceRow>> {
+/// Why the `--validation` traces could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ValidationError {
+    #[error(transparent)]
+    Samples(#[from] crate::offline::samples::SamplesError),
+    #[error("reading {}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Trace(#[from] greenpipe_common::trace::TraceError),
+    #[error("the validation traces hold no rows")]
+    NoRows,
+}
+
+/// Why one check of the models failed (it is retried at the next one).
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error(transparent)]
+    Registry(#[from] crate::model_registry::RegistryError),
+    #[error(transparent)]
+    Query(#[from] crate::promql::QueryError),
+    #[error(transparent)]
+    Vector(#[from] watch::VectorError),
+}
+
+/// Why an accepted refit could not be written where `serve` reads models.
+#[derive(Debug, thiserror::Error)]
+pub enum RefitWriteError {
+    #[error("no --models")]
+    NoModels,
+    #[error(transparent)]
+    Load(#[from] crate::models::LoadError),
+    #[error("output path has no file name")]
+    NoFileName,
+    #[error("writing {}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("renaming onto {}", path.display())]
+    Rename {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Registry(#[from] crate::model_registry::RegistryError),
+}
+
+fn load_validation(paths: &[PathBuf]) -> Result<Vec<TraceRow>, ValidationError> {
     let mut rows = Vec::new();
     for path in crate::offline::samples::trace_files(paths)? {
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(|source| ValidationError::Read {
+            path: path.clone(),
+            source,
+        })?;
         rows.extend(greenpipe_common::trace::parse_trace(
             &path.display().to_string(),
             &text,
         )?);
     }
-    anyhow::ensure!(!rows.is_empty(), "the validation traces hold no rows");
+    if rows.is_empty() {
+        return Err(ValidationError::NoRows);
+    }
     Ok(rows)
 }
 
 impl Recalibrator {
     /// One check of every model; returns the refits attempted.
-    async fn check(&mut self) -> anyhow::Result<Vec<RefitReport>> {
+    async fn check(&mut self) -> Result<Vec<RefitReport>, CheckError> {
         let result = self.check_inner().await;
         self.telemetry
             .checks
@@ -217,7 +271,7 @@ impl Recalibrator {
         result
     }
 
-    async fn check_inner(&mut self) -> anyhow::Result<Vec<RefitReport>> {
+    async fn check_inner(&mut self) -> Result<Vec<RefitReport>, CheckError> {
         let poll = self.registry.poll(false)?;
         for r in &poll.refused {
             warn!(file = %r.file.display(), error = %r.error, "model file refused");
@@ -332,7 +386,10 @@ impl Recalibrator {
                         report.new_label = Some(new.label());
                         Outcome::Accepted(Box::new(new))
                     }
-                    Err(e) => Outcome::Failed(format!("writing the new version: {e:#}")),
+                    Err(e) => Outcome::Failed(format!(
+                        "writing the new version: {}",
+                        crate::error_chain(&e)
+                    )),
                 }
             }
             other => other,
@@ -342,10 +399,15 @@ impl Recalibrator {
     }
 
     /// Writes a new version where `serve` reads models; returns the file written.
-    fn write(&mut self, model: &NodeModel) -> anyhow::Result<PathBuf> {
+    fn write(&mut self, model: &NodeModel) -> Result<PathBuf, RefitWriteError> {
         let out = match &self.args.output {
             Some(o) => o.clone(),
-            None => self.args.models.last().cloned().context("no --models")?,
+            None => self
+                .args
+                .models
+                .last()
+                .cloned()
+                .ok_or(RefitWriteError::NoModels)?,
         };
         let (path, file) = if out.is_dir() {
             let name = crate::offline::report::slug(&model.name);
@@ -381,15 +443,21 @@ impl Recalibrator {
 
 /// Writes `text` to a dot-file beside `path` and renames it over `path`, so a reader never sees
 /// half a file (the registry skips dot-files).
-fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+fn write_atomically(path: &Path, text: &str) -> Result<(), RefitWriteError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
-        .context("output path has no file name")?
+        .ok_or(RefitWriteError::NoFileName)?
         .to_string_lossy();
     let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming onto {}", path.display()))?;
+    std::fs::write(&tmp, text).map_err(|source| RefitWriteError::Write {
+        path: tmp.clone(),
+        source,
+    })?;
+    std::fs::rename(&tmp, path).map_err(|source| RefitWriteError::Rename {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(())
 }
 

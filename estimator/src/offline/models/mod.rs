@@ -9,7 +9,6 @@ pub mod knn;
 pub mod linear;
 pub mod trees;
 
-use anyhow::bail;
 use greenpipe_common::linalg::NotPositiveDefinite;
 use greenpipe_common::model::ModelKind;
 
@@ -378,31 +377,41 @@ pub fn default_candidates() -> Vec<Candidate> {
     classic_candidates()
 }
 
+/// Why `--grid` or `--models` was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum GridError {
+    #[error("unknown grid {name:?}; known: default, classic, wide")]
+    UnknownGrid { name: String },
+    #[error("unknown model family {name:?}; known: {}", FAMILIES.join(", "))]
+    UnknownFamily { name: String },
+    #[error("--models is empty; known: {}", FAMILIES.join(", "))]
+    NoModels,
+}
+
 /// A named grid: `default`, `classic` or `wide`.
-pub fn grid(name: &str) -> anyhow::Result<Vec<Candidate>> {
+pub fn grid(name: &str) -> Result<Vec<Candidate>, GridError> {
     Ok(match name {
         "default" => default_candidates(),
         "classic" => classic_candidates(),
         "wide" => wide_candidates(),
-        other => bail!("unknown grid {other:?}; known: default, classic, wide"),
+        other => return Err(GridError::UnknownGrid { name: other.into() }),
     })
 }
 
 /// The default grid restricted to the comma-separated families in `list`.
-pub fn parse_models(list: &str, grid: Vec<Candidate>) -> anyhow::Result<Vec<Candidate>> {
+pub fn parse_models(list: &str, grid: Vec<Candidate>) -> Result<Vec<Candidate>, GridError> {
     let wanted: Vec<&str> = list
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
     if let Some(bad) = wanted.iter().find(|w| !FAMILIES.contains(w)) {
-        bail!(
-            "unknown model family {bad:?}; known: {}",
-            FAMILIES.join(", ")
-        );
+        return Err(GridError::UnknownFamily {
+            name: (*bad).into(),
+        });
     }
     if wanted.is_empty() {
-        bail!("--models is empty; known: {}", FAMILIES.join(", "));
+        return Err(GridError::NoModels);
     }
     Ok(grid
         .into_iter()
