@@ -93,17 +93,6 @@ impl DemoPod {
     }
 }
 
-fn remove_tree(dir: &Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                remove_tree(&e.path());
-            }
-        }
-    }
-    let _ = std::fs::remove_dir(dir);
-}
-
 impl Drop for DemoPod {
     fn drop(&mut self) {
         if let Some(mut g) = self.guard.take() {
@@ -114,6 +103,6 @@ impl Drop for DemoPod {
             let procs = std::fs::read_to_string(self.leaf.join("cgroup.procs")).ok()?;
             procs.trim().is_empty().then_some(())
         });
-        remove_tree(&self.top);
+        greenpipe_estimator::campaign::pod::remove_scope(&self.top);
     }
 }
