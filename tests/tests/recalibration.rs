@@ -494,6 +494,11 @@ const IDLE: f64 = 1.5;
 const PER_CPU: f64 = 4.0;
 const NODE: &str = "emu-node-1";
 
+/// The closed-loop tests run one at a time: each swings this machine's load, and the other's
+/// swing, out of phase, is the largest source of live error in either (the meter's trailing
+/// window and the rate() disagree most while load changes).
+static ONE_CLOSED_LOOP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn closed_loop(noise_watts: f64, seed: u64) -> Loop {
     let dir = tempfile::tempdir().unwrap();
     let link = dir.path().join("rfcomm0");
@@ -608,6 +613,7 @@ impl Loop {
 
 #[test]
 fn a_noisy_unchanged_meter_never_triggers_a_refit() {
+    let _one = ONE_CLOSED_LOOP.lock().unwrap_or_else(|e| e.into_inner());
     let lp = closed_loop(0.15, 11);
     let _load = SwingingLoad::start(0.2, 0.8, Duration::from_secs(40));
     lp.wait_for_predictions();
@@ -654,6 +660,7 @@ fn a_noisy_unchanged_meter_never_triggers_a_refit() {
 
 #[test]
 fn drift_is_detected_refitted_once_and_swapped_without_a_gap() {
+    let _one = ONE_CLOSED_LOOP.lock().unwrap_or_else(|e| e.into_inner());
     let lp = closed_loop(0.02, 7);
     let _load = SwingingLoad::start(0.3, 0.9, Duration::from_secs(40));
     lp.wait_for_predictions();
@@ -696,10 +703,32 @@ fn drift_is_detected_refitted_once_and_swapped_without_a_gap() {
         lp.live("emu-board@v2", "20s").filter(|(_, n)| *n >= 15.0)
     })
     .unwrap_or_else(|| panic!("serve never predicted with v2:\n{}", lp.serve.log()));
-    let (after, _) = lp.live("emu-board@v2", "15s").expect("live error of v2");
+    // The refit learned the drift: the meter is `idle + 1.15 · dynamic` of the old model, so
+    // both a dynamic gain and an affine correction have gain 1.15 (an offset would have 1).
+    let report = std::fs::read_to_string(lp.dir.path().join("recalibrate.out")).unwrap();
+    let accepted: serde_json::Value = report
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON report line"))
+        .find(|r| r["outcome"] == "accepted")
+        .unwrap_or_else(|| panic!("no accepted report line: {report}"));
+    let gain = accepted["gain"].as_f64().expect("an accepted refit has a gain");
     assert!(
-        after < threshold,
-        "live MAPE {after} with the recalibrated model (was {peak} after the drift)"
+        (1.07..=1.25).contains(&gain),
+        "gain {gain} does not recover the +15 % drift: {accepted}"
+    );
+    let triggered = accepted["live_mape_ratio"].as_f64().unwrap();
+    // With v2 the live error falls back below the threshold. Measured over 30 s, not one error
+    // window: on a loaded machine a burst of other work puts the meter's trailing window and
+    // the rate() out of step for a few seconds whatever the model (the no-drift test's caveat).
+    wait_for(Duration::from_secs(30), || {
+        lp.live("emu-board@v2", "30s").filter(|(_, n)| *n >= 28.0)
+    })
+    .unwrap_or_else(|| panic!("v2 never predicted for 30 s:\n{}", lp.serve.log()));
+    let (after, _) = lp.live("emu-board@v2", "30s").expect("live error of v2");
+    assert!(
+        after < threshold && after < triggered,
+        "live MAPE {after} with the recalibrated model (was {peak} when the drift was first \
+         seen, {triggered} when the refit was triggered; before the drift {before})"
     );
     // No further refit: the new version is under the threshold, the old one is no longer used.
     std::thread::sleep(Duration::from_secs(10));
@@ -714,10 +743,10 @@ fn drift_is_detected_refitted_once_and_swapped_without_a_gap() {
     assert_eq!(changes.len(), 1, "{changes:?}");
     assert_eq!(changes[0].1, "emu-board@v2");
     let cpu = recal.metric(&format!("{}_sum", rc::REFIT_CPU_SECONDS), "");
-    let report = std::fs::read_to_string(lp.dir.path().join("recalibrate.out")).unwrap();
     assert!(report.contains(&format!("\"node\":\"{NODE}\"")), "{report}");
     eprintln!(
-        "drift figures: live MAPE before {before:.4}, after drift {peak:.4}, with v2 {after:.4}; \
+        "drift figures: live MAPE before {before:.4}, after drift {peak:.4} (at the refit \
+         {triggered:.4}), gain {gain:.4}, with v2 {after:.4}; \
          drift to accepted {to_accepted:?}; refit CPU {cpu:.6} s; swap at tick {} with {} ticks \
          stored, none missing or duplicated\nreport: {report}",
         changes[0].0,
