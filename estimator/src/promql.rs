@@ -228,8 +228,10 @@ impl<'de: 'a, 'a> Visitor<'de> for SeriesVisitor<'a> {
             labels: Vec::new(),
             points: Points::new(),
         };
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            match key.as_ref() {
+        // Not `Cow<str>`: serde's `Cow` always deserialises to an owned `String`, two allocations
+        // per series for "metric" and "values".
+        while let Some(key) = map.next_key::<BorrowedStr>()? {
+            match key.0.as_ref() {
                 "metric" => out.labels = map.next_value::<Labels<'a>>()?.0,
                 "values" => out.points = map.next_value::<PointList>()?.0,
                 "value" => out.points = smallvec![map.next_value::<Point>()?.0],
