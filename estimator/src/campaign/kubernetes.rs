@@ -847,17 +847,27 @@ args = ["client", "--target", "127.0.0.1:{port:grpc}", "--duration", "{timeout}"
         serde_json::from_value::<Job>(job.clone()).unwrap();
         let pod = &job["spec"]["template"];
         assert_eq!(
-            pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-                ["nodeSelectorTerms"][0]["matchFields"][0],
+            pod["spec"]["affinity"]["nodeAffinity"]
+                ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+                ["matchFields"][0],
             json!({"key": "metadata.name", "operator": "In", "values": ["pi-1"]})
         );
-        assert_eq!(pod["metadata"]["labels"]["app.kubernetes.io/component"], "workload");
+        assert_eq!(
+            pod["metadata"]["labels"]["app.kubernetes.io/component"],
+            "workload"
+        );
         assert_eq!(pod["metadata"]["labels"][JOB_LABEL], name.as_str());
         assert_eq!(pod["metadata"]["labels"][STEP_KEY], "Served_mobilenet.int8");
-        assert_eq!(pod["metadata"]["annotations"]["sidecar.istio.io/inject"], "false");
+        assert_eq!(
+            pod["metadata"]["annotations"]["sidecar.istio.io/inject"],
+            "false"
+        );
         let c = &pod["spec"]["containers"];
         assert_eq!(c[0]["command"], json!(["greenpipe-workload"]));
-        assert_eq!(c[0]["ports"][0], json!({"name": "metrics", "containerPort": 9912}));
+        assert_eq!(
+            c[0]["ports"][0],
+            json!({"name": "metrics", "containerPort": 9912})
+        );
         assert_eq!(c[1]["ports"][0]["name"], "metrics-1");
         assert_eq!(c[0]["image"], "img:1");
     }

@@ -119,7 +119,12 @@ fn free_port() -> Result<u16, RunError> {
 }
 
 /// Sleeps up to `d`, returning early (false) when the stop flag is set.
-pub(crate) fn sleep_unless_stopped(d: Duration, stop: &AtomicBool, bar: &ProgressBar, base: u64) -> bool {
+pub(crate) fn sleep_unless_stopped(
+    d: Duration,
+    stop: &AtomicBool,
+    bar: &ProgressBar,
+    base: u64,
+) -> bool {
     let until = Instant::now() + d;
     while Instant::now() < until {
         if stop.load(Ordering::SeqCst) {
@@ -139,7 +144,10 @@ pub(crate) fn sleep_unless_stopped(d: Duration, stop: &AtomicBool, bar: &Progres
 }
 
 /// A process's placeholders replaced.
-pub(crate) fn expand(args: &[String], vars: &BTreeMap<String, String>) -> Result<Vec<String>, ExpandError> {
+pub(crate) fn expand(
+    args: &[String],
+    vars: &BTreeMap<String, String>,
+) -> Result<Vec<String>, ExpandError> {
     args.iter()
         .map(|a| {
             let mut out = String::new();
