@@ -387,7 +387,7 @@ pub fn job_manifest(
             "backoffLimit": 0,
             // Backstops for a runner that died without deleting its Job: the Job controller
             // stops it well after its window, and removes it once finished.
-            "activeDeadlineSeconds": run_seconds + 600,
+            "activeDeadlineSeconds": settings.start_timeout.as_secs() + run_seconds + 600,
             "ttlSecondsAfterFinished": 600,
             "template": {
                 "metadata": {"labels": pod_labels, "annotations": pod_annotations},
