@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
     /// The file could not be read.
-    #[error("reading {}: {source}", path.display())]
+    #[error("reading {}", path.display())]
     Read {
         /// The file.
         path: PathBuf,

@@ -99,10 +99,10 @@ pub fn compress(protobuf: &[u8]) -> Vec<u8> {
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
     /// The body is not raw (block-format) snappy.
-    #[error("remote-write body is not raw snappy: {0}")]
+    #[error("remote-write body is not raw snappy")]
     Snappy(#[from] snap::Error),
     /// The decompressed body is not a `prometheus.WriteRequest`.
-    #[error("remote-write body is not a WriteRequest protobuf: {0}")]
+    #[error("remote-write body is not a WriteRequest protobuf")]
     Protobuf(#[from] prost::DecodeError),
 }
 
