@@ -733,6 +733,7 @@ fn run_step(
         Wait::Stopped => {
             w.status = Status::Interrupted;
             w.error = Some("stopped by a signal".into());
+            w.end = runner::now();
         }
         Wait::Ended(t0, finished, error) => {
             if let Some(t) = started.or(t0) {
@@ -741,7 +742,10 @@ fn run_step(
             w.end = finished;
             w.error = Some(error);
         }
-        Wait::Error(e) => w.error = Some(e),
+        Wait::Error(e) => {
+            w.end = runner::now();
+            w.error = Some(e);
+        }
     }
     save_logs(cluster, &pod_name, st, &names, logs);
     if let Err(e) = cluster.delete_job(&name) {
