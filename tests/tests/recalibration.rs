@@ -711,7 +711,9 @@ fn drift_is_detected_refitted_once_and_swapped_without_a_gap() {
         .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON report line"))
         .find(|r| r["outcome"] == "accepted")
         .unwrap_or_else(|| panic!("no accepted report line: {report}"));
-    let gain = accepted["gain"].as_f64().expect("an accepted refit has a gain");
+    let gain = accepted["gain"]
+        .as_f64()
+        .expect("an accepted refit has a gain");
     assert!(
         (1.07..=1.25).contains(&gain),
         "gain {gain} does not recover the +15 % drift: {accepted}"

@@ -297,7 +297,7 @@ async fn bench_group(ctx: &Context_, args: BenchArgs) -> anyhow::Result<()> {
         .group
         .split(',')
         .map(Group::parse)
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     // In the order the groups were given.
     let all: Vec<_> = groups
         .iter()

@@ -11,10 +11,45 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-
 /// First byte of a request-loop connection.
 pub const REQUEST_MAGIC: u8 = 0xfe;
+
+/// Why the peer could not start; each names the address (the `--listen-address` of
+/// `greenpipe-workload peer`, or the loopback one a benchmark asked for).
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error("peer TCP {addr}")]
+    BindTcp {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("peer TCP {addr}: reading the bound address")]
+    BoundAddr {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("peer UDP {addr}")]
+    BindUdp {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("peer UDP {addr}: setting the read timeout")]
+    UdpTimeout {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("peer {addr}: starting thread {thread}")]
+    Thread {
+        addr: SocketAddr,
+        thread: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// A running peer; stops its threads when dropped.
 #[derive(Debug)]
@@ -33,11 +68,33 @@ impl Drop for Running {
 
 /// Binds TCP and UDP on `addr` (port 0: any free one, the same for both) and serves in
 /// background threads.
-pub fn spawn(addr: &str) -> anyhow::Result<Running> {
-    let listener = TcpListener::bind(addr).with_context(|| format!("peer TCP {addr}"))?;
-    let bound = listener.local_addr()?;
-    let udp = UdpSocket::bind(bound).with_context(|| format!("peer UDP {bound}"))?;
-    udp.set_read_timeout(Some(Duration::from_millis(200)))?;
+pub fn spawn(addr: &str) -> Result<Running, PeerError> {
+    let listener = TcpListener::bind(addr).map_err(|source| PeerError::BindTcp {
+        addr: addr.to_string(),
+        source,
+    })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| PeerError::BoundAddr {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let udp = UdpSocket::bind(bound).map_err(|source| PeerError::BindUdp {
+        addr: bound,
+        source,
+    })?;
+    udp.set_read_timeout(Some(Duration::from_millis(200)))
+        .map_err(|source| PeerError::UdpTimeout {
+            addr: bound,
+            source,
+        })?;
+    let thread = |thread| {
+        move |source| PeerError::Thread {
+            addr: bound,
+            thread,
+            source,
+        }
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     std::thread::Builder::new()
@@ -49,7 +106,8 @@ pub fn spawn(addr: &str) -> anyhow::Result<Running> {
                     let _ = udp.send_to(&buf[..n], from);
                 }
             }
-        })?;
+        })
+        .map_err(thread("peer-udp"))?;
     let s = stop.clone();
     std::thread::Builder::new()
         .name("peer-tcp".into())
@@ -64,7 +122,8 @@ pub fn spawn(addr: &str) -> anyhow::Result<Running> {
                     .name("peer-conn".into())
                     .spawn(move || serve_connection(conn, s));
             }
-        })?;
+        })
+        .map_err(thread("peer-tcp"))?;
     Ok(Running { addr: bound, stop })
 }
 
@@ -144,4 +203,20 @@ pub fn answer(payload: &[u8]) -> Vec<u8> {
         }
     }
     scores.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_taken_port_is_named_with_the_os_reason_once() {
+        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap().to_string();
+        let err = spawn(&addr).unwrap_err();
+        assert!(matches!(err, PeerError::BindTcp { .. }), "{err:?}");
+        let text = crate::error_chain(&err);
+        assert!(text.starts_with(&format!("peer TCP {addr}: ")), "{text}");
+        assert_eq!(text.matches("os error").count(), 1, "{text}");
+    }
 }

@@ -5,7 +5,16 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::SignalKind;
+
+/// The OS refused a signal handler.
+#[derive(Debug, thiserror::Error)]
+#[error("installing the {signal} handler")]
+pub struct StopError {
+    pub signal: &'static str,
+    #[source]
+    pub source: std::io::Error,
+}
 
 /// Set once a termination signal arrived.
 #[derive(Debug, Clone, Default)]
@@ -16,10 +25,13 @@ pub struct Stop {
 
 impl Stop {
     /// Installs the handlers (call inside the runtime).
-    pub fn install() -> anyhow::Result<Stop> {
+    pub fn install() -> Result<Stop, StopError> {
         let stop = Stop::default();
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
+        let handler = |kind, signal| {
+            tokio::signal::unix::signal(kind).map_err(|source| StopError { signal, source })
+        };
+        let mut term = handler(SignalKind::terminate(), "SIGTERM")?;
+        let mut int = handler(SignalKind::interrupt(), "SIGINT")?;
         let s = stop.clone();
         tokio::spawn(async move {
             tokio::select! {

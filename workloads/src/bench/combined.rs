@@ -12,9 +12,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use anyhow::Context;
-
-use super::{xorshift, Benchmark, Env, Group, Prepared, Work};
+use super::{network_error, xorshift, BenchError, Benchmark, Env, Group, Prepared, Work};
 use crate::peer;
 
 pub fn benchmarks() -> Vec<Benchmark> {
@@ -34,7 +32,7 @@ pub fn benchmarks() -> Vec<Benchmark> {
     ]
 }
 
-fn cpu_memory(env: &Env) -> anyhow::Result<Prepared> {
+fn cpu_memory(env: &Env) -> Result<Prepared, BenchError> {
     const N: usize = 64;
     let per = (env.memory_bytes / env.threads / 8).max(1 << 16);
     let workers = (0..env.threads)
@@ -46,7 +44,7 @@ fn cpu_memory(env: &Env) -> anyhow::Result<Prepared> {
             let mut c = vec![0f32; N * N];
             let stream = vec![1.0f64; per];
             let mut at = 0usize;
-            Ok(Box::new(move || -> anyhow::Result<u64> {
+            Box::new(move || -> Result<u64, BenchError> {
                 for row in 0..N {
                     for k in 0..N {
                         let av = a[row * N + k];
@@ -61,9 +59,9 @@ fn cpu_memory(env: &Env) -> anyhow::Result<Prepared> {
                 at = if end == per { 0 } else { end };
                 std::hint::black_box((&c, sum));
                 Ok(1)
-            }) as Work)
+            }) as Work
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect();
     Ok(Prepared {
         workers,
         params: serde_json::json!({"matrix": N, "stream_bytes": per * 8 * env.threads}),
@@ -71,30 +69,44 @@ fn cpu_memory(env: &Env) -> anyhow::Result<Prepared> {
     })
 }
 
-fn request_loop(env: &Env) -> anyhow::Result<Prepared> {
+fn request_loop(env: &Env) -> Result<Prepared, BenchError> {
     const PAYLOAD: usize = 224 * 224 * 3;
     let server = peer::spawn("127.0.0.1:0")?;
-    let addr = server.addr;
+    let addr = server.addr.to_string();
     let workers = (0..env.threads)
         .map(|i| {
-            let mut conn = TcpStream::connect(addr).context("request-loop server")?;
-            conn.set_nodelay(true)?;
-            conn.set_read_timeout(Some(Duration::from_secs(10)))?;
-            conn.write_all(&[peer::REQUEST_MAGIC])?;
+            let mut conn = TcpStream::connect(&addr).map_err(network_error(
+                "connecting to the request-loop server",
+                &addr,
+            ))?;
+            conn.set_nodelay(true)
+                .and_then(|()| conn.set_read_timeout(Some(Duration::from_secs(10))))
+                .and_then(|()| conn.write_all(&[peer::REQUEST_MAGIC]))
+                .map_err(network_error(
+                    "setting up the connection to the request-loop server",
+                    &addr,
+                ))?;
             let mut s = 11 + i as u64;
             let payload: Vec<u8> = (0..PAYLOAD).map(|_| xorshift(&mut s) as u8).collect();
             let mut reply = Vec::new();
-            Ok(Box::new(move || -> anyhow::Result<u64> {
-                conn.write_all(&(PAYLOAD as u32).to_le_bytes())?;
-                conn.write_all(&payload)?;
-                let mut len = [0u8; 4];
-                conn.read_exact(&mut len)?;
-                reply.resize(u32::from_le_bytes(len) as usize, 0);
-                conn.read_exact(&mut reply)?;
+            let addr = addr.clone();
+            Ok(Box::new(move || -> Result<u64, BenchError> {
+                let mut exchange = || -> std::io::Result<()> {
+                    conn.write_all(&(PAYLOAD as u32).to_le_bytes())?;
+                    conn.write_all(&payload)?;
+                    let mut len = [0u8; 4];
+                    conn.read_exact(&mut len)?;
+                    reply.resize(u32::from_le_bytes(len) as usize, 0);
+                    conn.read_exact(&mut reply)
+                };
+                exchange().map_err(network_error(
+                    "sending a request to the request-loop server",
+                    &addr,
+                ))?;
                 Ok(1)
             }) as Work)
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, BenchError>>()?;
     Ok(Prepared {
         workers,
         params: serde_json::json!({"payload_bytes": PAYLOAD, "answer_bytes": 4000}),

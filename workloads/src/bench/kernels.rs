@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
 use rand::{RngExt, SeedableRng};
 use tract_onnx::pb::{
     tensor_proto::DataType, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
@@ -15,8 +14,9 @@ use tract_onnx::pb::{
 use tract_onnx::prelude::*;
 
 use super::deepbench::{self, Conv, Gemm};
-use super::{Benchmark, Env, Group, Prepared, Work};
+use super::{BenchError, Benchmark, Env, Group, Prepared, Work};
 use crate::model::graph::{int, ints, typed_value_info};
+use crate::model::{ModelError, TractStep};
 
 pub fn benchmarks() -> Vec<Benchmark> {
     let b = |name, prepare| Benchmark {
@@ -41,11 +41,11 @@ pub enum Set {
 }
 
 impl Set {
-    pub fn parse(s: &str) -> anyhow::Result<Set> {
+    pub fn parse(s: &str) -> Result<Set, BenchError> {
         match s {
             "device" => Ok(Set::Device),
             "server" => Ok(Set::Server),
-            _ => bail!("unknown --kernels.set {s:?}: expected device or server"),
+            _ => Err(BenchError::UnknownKernelSet(s.to_string())),
         }
     }
     pub fn name(self) -> &'static str {
@@ -58,23 +58,37 @@ impl Set {
 
 type Plan = Arc<TypedRunnableModel>;
 
-/// A prepared problem: its plan, its input and its flop count.
+/// A prepared problem: its DeepBench sizes (for errors), its plan, its input and its flop
+/// count.
 #[derive(Clone)]
 struct Problem {
+    name: String,
     plan: Plan,
     input: TValue,
     flops: u64,
 }
 
-fn plan(proto: &ModelProto) -> anyhow::Result<Plan> {
+fn plan(proto: &ModelProto) -> Result<Plan, ModelError> {
     crate::model::configure_tract();
     let model = tract_onnx::onnx()
-        .model_for_proto_model(proto)?
-        .into_optimized()?;
-    model.into_runnable_with_options(&RunOptions {
-        executor: Some(tract_linalg::multithread::Executor::SingleThread),
-        ..Default::default()
-    })
+        .model_for_proto_model(proto)
+        .step("parsing the generated ONNX graph")?
+        .into_optimized()
+        .step("typing and optimising the model")?;
+    model
+        .into_runnable_with_options(&RunOptions {
+            executor: Some(tract_linalg::multithread::Executor::SingleThread),
+            ..Default::default()
+        })
+        .step("preparing the model to run")
+}
+
+/// Names the DeepBench problem whose model failed.
+fn kernel_error(problem: &str) -> impl FnOnce(ModelError) -> BenchError + '_ {
+    move |source| BenchError::Kernel {
+        problem: problem.to_string(),
+        source,
+    }
 }
 
 fn raw_tensor(name: &str, dims: &[i64], dt: DataType, raw: Vec<u8>) -> TensorProto {
@@ -151,18 +165,24 @@ fn input_tensor(
     rng: &mut rand::rngs::ChaCha8Rng,
     shape: &[usize],
     int8: bool,
-) -> anyhow::Result<TValue> {
+) -> Result<TValue, ModelError> {
     let n: usize = shape.iter().product();
-    Ok(if int8 {
+    let tensor = if int8 {
         let v: Vec<u8> = (0..n).map(|_| rng.random_range(96u8..160)).collect();
-        Tensor::from_shape(shape, &v)?.into()
+        Tensor::from_shape(shape, &v)
     } else {
         let v: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-        Tensor::from_shape(shape, &v)?.into()
-    })
+        Tensor::from_shape(shape, &v)
+    };
+    Ok(tensor.step("shaping the input")?.into())
 }
 
-fn gemm_problem(p: &Gemm, int8: bool, rng: &mut rand::rngs::ChaCha8Rng) -> anyhow::Result<Problem> {
+fn gemm_problem(
+    p: &Gemm,
+    int8: bool,
+    rng: &mut rand::rngs::ChaCha8Rng,
+) -> Result<Problem, BenchError> {
+    let name = format!("GEMM {p:?}");
     let (m, n, k) = (p.m as i64, p.n as i64, p.k as i64);
     let bdt = if int8 {
         DataType::Int8
@@ -192,13 +212,19 @@ fn gemm_problem(p: &Gemm, int8: bool, rng: &mut rand::rngs::ChaCha8Rng) -> anyho
         )
     };
     Ok(Problem {
-        plan: plan(&proto).with_context(|| format!("GEMM {p:?}"))?,
-        input: input_tensor(rng, &[p.m, p.k], int8)?,
+        plan: plan(&proto).map_err(kernel_error(&name))?,
+        input: input_tensor(rng, &[p.m, p.k], int8).map_err(kernel_error(&name))?,
         flops: p.flops(),
+        name,
     })
 }
 
-fn conv_problem(p: &Conv, int8: bool, rng: &mut rand::rngs::ChaCha8Rng) -> anyhow::Result<Problem> {
+fn conv_problem(
+    p: &Conv,
+    int8: bool,
+    rng: &mut rand::rngs::ChaCha8Rng,
+) -> Result<Problem, BenchError> {
+    let name = format!("convolution {p:?}");
     let wdt = if int8 {
         DataType::Int8
     } else {
@@ -248,9 +274,10 @@ fn conv_problem(p: &Conv, int8: bool, rng: &mut rand::rngs::ChaCha8Rng) -> anyho
         )
     };
     Ok(Problem {
-        plan: plan(&proto).with_context(|| format!("convolution {p:?}"))?,
-        input: input_tensor(rng, &[p.n, p.c, p.h, p.w], int8)?,
+        plan: plan(&proto).map_err(kernel_error(&name))?,
+        input: input_tensor(rng, &[p.n, p.c, p.h, p.w], int8).map_err(kernel_error(&name))?,
         flops: p.flops(),
+        name,
     })
 }
 
@@ -263,14 +290,17 @@ fn workers(env: &Env, problems: Vec<Problem>) -> Vec<Work> {
             Box::new(move || {
                 let p = &problems[next % problems.len()];
                 next += 1;
-                p.plan.run(tvec!(p.input.clone()))?;
+                p.plan
+                    .run(tvec!(p.input.clone()))
+                    .step("running the model")
+                    .map_err(kernel_error(&p.name))?;
                 Ok(p.flops)
             }) as Work
         })
         .collect()
 }
 
-fn gemm(env: &Env, int8: bool) -> anyhow::Result<Prepared> {
+fn gemm(env: &Env, int8: bool) -> Result<Prepared, BenchError> {
     let set = env.kernel_set;
     let table: &[Gemm] = match set {
         Set::Device => &deepbench::GEMM_DEVICE,
@@ -286,7 +316,10 @@ fn gemm(env: &Env, int8: bool) -> anyhow::Result<Prepared> {
         problems.push(gemm_problem(p, int8, &mut rng)?);
     }
     if problems.is_empty() {
-        bail!("every GEMM problem exceeds --kernels.max-bytes");
+        return Err(BenchError::TooLarge {
+            kind: "GEMM",
+            max_bytes: env.kernel_max_bytes,
+        });
     }
     Ok(Prepared {
         params: serde_json::json!({
@@ -301,7 +334,7 @@ fn gemm(env: &Env, int8: bool) -> anyhow::Result<Prepared> {
     })
 }
 
-fn conv(env: &Env, int8: bool) -> anyhow::Result<Prepared> {
+fn conv(env: &Env, int8: bool) -> Result<Prepared, BenchError> {
     let set = env.kernel_set;
     let table: &[Conv] = match set {
         Set::Device => &deepbench::CONV_DEVICE,
@@ -317,7 +350,10 @@ fn conv(env: &Env, int8: bool) -> anyhow::Result<Prepared> {
         problems.push(conv_problem(p, int8, &mut rng)?);
     }
     if problems.is_empty() {
-        bail!("every convolution problem exceeds --kernels.max-bytes");
+        return Err(BenchError::TooLarge {
+            kind: "convolution",
+            max_bytes: env.kernel_max_bytes,
+        });
     }
     Ok(Prepared {
         params: serde_json::json!({

@@ -20,9 +20,9 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Context};
-
-use super::{xorshift, Benchmark, Env, Group, Prepared, Work};
+use super::{
+    file_error, network_error, xorshift, BenchError, Benchmark, Env, Group, Prepared, Work,
+};
 use crate::peer;
 
 pub fn benchmarks() -> Vec<Benchmark> {
@@ -50,8 +50,8 @@ pub fn benchmarks() -> Vec<Benchmark> {
 
 fn per_thread(
     env: &Env,
-    mut make: impl FnMut(usize) -> anyhow::Result<Work>,
-) -> anyhow::Result<Vec<Work>> {
+    mut make: impl FnMut(usize) -> Result<Work, BenchError>,
+) -> Result<Vec<Work>, BenchError> {
     (0..env.threads).map(&mut make).collect()
 }
 
@@ -63,10 +63,10 @@ fn plain(workers: Vec<Work>, params: serde_json::Value) -> Prepared {
     }
 }
 
-fn cpu_int(env: &Env) -> anyhow::Result<Prepared> {
+fn cpu_int(env: &Env) -> Result<Prepared, BenchError> {
     let workers = per_thread(env, |i| {
         let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ i as u64;
-        Ok(Box::new(move || -> anyhow::Result<u64> {
+        Ok(Box::new(move || -> Result<u64, BenchError> {
             let mut acc = 0u64;
             for _ in 0..100_000 {
                 acc = acc
@@ -80,10 +80,10 @@ fn cpu_int(env: &Env) -> anyhow::Result<Prepared> {
     Ok(plain(workers, serde_json::json!({})))
 }
 
-fn cpu_float(env: &Env) -> anyhow::Result<Prepared> {
+fn cpu_float(env: &Env) -> Result<Prepared, BenchError> {
     let workers = per_thread(env, |i| {
         let mut x = [1.0f64 + i as f64 * 1e-3; 8];
-        Ok(Box::new(move || -> anyhow::Result<u64> {
+        Ok(Box::new(move || -> Result<u64, BenchError> {
             // Eight independent chains keep the FP units busy; values stay bounded (|a·x+b| with
             // a < 1 converges).
             for _ in 0..20_000 {
@@ -98,7 +98,7 @@ fn cpu_float(env: &Env) -> anyhow::Result<Prepared> {
     Ok(plain(workers, serde_json::json!({})))
 }
 
-fn cpu_matrix(env: &Env) -> anyhow::Result<Prepared> {
+fn cpu_matrix(env: &Env) -> Result<Prepared, BenchError> {
     const N: usize = 64;
     let workers = per_thread(env, |i| {
         let mut s = 1 + i as u64;
@@ -107,7 +107,7 @@ fn cpu_matrix(env: &Env) -> anyhow::Result<Prepared> {
             .collect();
         let b = a.clone();
         let mut c = vec![0.0f32; N * N];
-        Ok(Box::new(move || -> anyhow::Result<u64> {
+        Ok(Box::new(move || -> Result<u64, BenchError> {
             for row in 0..N {
                 for k in 0..N {
                     let av = a[row * N + k];
@@ -124,7 +124,7 @@ fn cpu_matrix(env: &Env) -> anyhow::Result<Prepared> {
     Ok(plain(workers, serde_json::json!({"matrix": N})))
 }
 
-fn memory_bandwidth(env: &Env) -> anyhow::Result<Prepared> {
+fn memory_bandwidth(env: &Env) -> Result<Prepared, BenchError> {
     let per = (env.memory_bytes / env.threads / 3 / 8).max(1024);
     let workers = per_thread(env, |_| {
         let a = vec![1.0f64; per];
@@ -132,7 +132,7 @@ fn memory_bandwidth(env: &Env) -> anyhow::Result<Prepared> {
         let mut c = vec![0.0f64; per];
         let chunk = 1 << 16;
         let mut at = 0usize;
-        Ok(Box::new(move || -> anyhow::Result<u64> {
+        Ok(Box::new(move || -> Result<u64, BenchError> {
             // STREAM triad over the next chunk: 2 reads and 1 write of 8 bytes per element.
             let end = (at + chunk).min(per);
             for j in at..end {
@@ -176,7 +176,7 @@ pub fn cache_size(level: u32) -> Option<usize> {
     None
 }
 
-fn cache(env: &Env, level: u32) -> anyhow::Result<Prepared> {
+fn cache(env: &Env, level: u32) -> Result<Prepared, BenchError> {
     // A board without the sysfs entry gets the typical Cortex-A72 sizes.
     let size = cache_size(level).unwrap_or(match level {
         1 => 32 << 10,
@@ -188,7 +188,7 @@ fn cache(env: &Env, level: u32) -> anyhow::Result<Prepared> {
     let workers = per_thread(env, |i| {
         let data: Vec<u64> = (0..words as u64).collect();
         let mut s = 7 + i as u64;
-        Ok(Box::new(move || -> anyhow::Result<u64> {
+        Ok(Box::new(move || -> Result<u64, BenchError> {
             let mut acc = 0u64;
             for _ in 0..50_000 {
                 acc = acc.wrapping_add(data[(xorshift(&mut s) as usize) % words]);
@@ -212,34 +212,36 @@ impl Drop for Scratch {
     }
 }
 
-fn scratch_dir(env: &Env, name: &str) -> anyhow::Result<Scratch> {
+fn scratch_dir(env: &Env, name: &str) -> Result<Scratch, BenchError> {
     let dir = env
         .scratch
         .join(format!("greenpipe-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("--scratch {}", env.scratch.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|source| BenchError::Scratch {
+        dir: env.scratch.clone(),
+        source,
+    })?;
     Ok(Scratch(dir))
 }
 
-fn page_cache(env: &Env) -> anyhow::Result<Prepared> {
+fn page_cache(env: &Env) -> Result<Prepared, BenchError> {
     const FILES: usize = 64;
     const SIZE: usize = 1 << 20;
     let dir = scratch_dir(env, "page-cache")?;
     let block = vec![0x5au8; SIZE];
     for f in 0..FILES {
         let p = dir.0.join(format!("f{f}"));
-        std::fs::write(&p, &block).with_context(|| p.display().to_string())?;
+        std::fs::write(&p, &block).map_err(file_error("writing", &p))?;
     }
     let paths: Vec<PathBuf> = (0..FILES).map(|f| dir.0.join(format!("f{f}"))).collect();
     let workers = per_thread(env, |i| {
         let paths = paths.clone();
         let mut next = i;
         let mut buf = vec![0u8; SIZE];
-        Ok(Box::new(move || -> anyhow::Result<u64> {
+        Ok(Box::new(move || -> Result<u64, BenchError> {
             let p = &paths[next % paths.len()];
             next += 1;
-            let mut f = File::open(p).with_context(|| p.display().to_string())?;
-            f.read_exact(&mut buf)?;
+            let mut f = File::open(p).map_err(file_error("opening", p))?;
+            f.read_exact(&mut buf).map_err(file_error("reading", p))?;
             Ok(SIZE as u64)
         }) as Work)
     })?;
@@ -281,7 +283,7 @@ impl Drop for Aligned {
     }
 }
 
-fn open_direct(p: &Path, create: bool) -> anyhow::Result<File> {
+fn open_direct(p: &Path, create: bool) -> Result<File, BenchError> {
     OpenOptions::new()
         .read(true)
         .write(true)
@@ -289,16 +291,13 @@ fn open_direct(p: &Path, create: bool) -> anyhow::Result<File> {
         .truncate(false)
         .custom_flags(libc::O_DIRECT)
         .open(p)
-        .with_context(|| {
-            format!(
-                "opening {} with O_DIRECT (the scratch directory's filesystem must support \
-                 direct I/O: tmpfs does not)",
-                p.display()
-            )
+        .map_err(|source| BenchError::OpenDirect {
+            path: p.to_path_buf(),
+            source,
         })
 }
 
-fn disk_file(env: &Env, name: &str) -> anyhow::Result<(Scratch, PathBuf, usize)> {
+fn disk_file(env: &Env, name: &str) -> Result<(Scratch, PathBuf, usize), BenchError> {
     let dir = scratch_dir(env, name)?;
     let p = dir.0.join("data");
     let size = (env.disk_bytes / (1 << 20)).max(1) << 20;
@@ -310,26 +309,30 @@ fn disk_file(env: &Env, name: &str) -> anyhow::Result<(Scratch, PathBuf, usize)>
         .for_each(|(i, b)| *b = i as u8);
     for _ in 0..size >> 20 {
         f.write_all(buf.as_mut())
-            .with_context(|| format!("writing {}", p.display()))?;
+            .map_err(file_error("writing", &p))?;
     }
-    f.sync_all()?;
+    f.sync_all().map_err(file_error("syncing", &p))?;
     Ok((dir, p, size))
 }
 
-fn disk_sequential(env: &Env) -> anyhow::Result<Prepared> {
+fn disk_sequential(env: &Env) -> Result<Prepared, BenchError> {
     let (dir, path, size) = disk_file(env, "disk-sequential")?;
     let workers = per_thread(env, |i| {
         let mut f = open_direct(&path, false)?;
+        let path = path.clone();
         let mut buf = Aligned::new(1 << 20);
         let blocks = (size >> 20) as u64;
         let mut block = i as u64 % blocks;
         let mut writing = i % 2 == 0;
-        Ok(Box::new(move || -> anyhow::Result<u64> {
-            f.seek(SeekFrom::Start(block << 20))?;
+        Ok(Box::new(move || -> Result<u64, BenchError> {
+            f.seek(SeekFrom::Start(block << 20))
+                .map_err(file_error("seeking in", &path))?;
             if writing {
-                f.write_all(buf.as_mut())?;
+                f.write_all(buf.as_mut())
+                    .map_err(file_error("writing", &path))?;
             } else {
-                f.read_exact(buf.as_mut())?;
+                f.read_exact(buf.as_mut())
+                    .map_err(file_error("reading", &path))?;
             }
             block += 1;
             if block == blocks {
@@ -346,18 +349,20 @@ fn disk_sequential(env: &Env) -> anyhow::Result<Prepared> {
     })
 }
 
-fn disk_random(env: &Env) -> anyhow::Result<Prepared> {
+fn disk_random(env: &Env) -> Result<Prepared, BenchError> {
     let (dir, path, size) = disk_file(env, "disk-random")?;
     let workers = per_thread(env, |i| {
         let f = open_direct(&path, false)?;
+        let path = path.clone();
         let mut buf = Aligned::new(4096);
         let mut s = 99 + i as u64;
         let blocks = (size / 4096) as u64;
-        Ok(Box::new(move || -> anyhow::Result<u64> {
+        Ok(Box::new(move || -> Result<u64, BenchError> {
             let mut n = 0;
             for _ in 0..16 {
                 let at = (xorshift(&mut s) % blocks) * 4096;
-                f.read_exact_at(buf.as_mut(), at)?;
+                f.read_exact_at(buf.as_mut(), at)
+                    .map_err(file_error("reading", &path))?;
                 n += 4096;
             }
             Ok(n)
@@ -371,7 +376,7 @@ fn disk_random(env: &Env) -> anyhow::Result<Prepared> {
 }
 
 /// The peer's address, starting an in-process loopback one when none is configured.
-fn peer_addr(env: &Env) -> anyhow::Result<(String, Option<Box<dyn Send>>)> {
+fn peer_addr(env: &Env) -> Result<(String, Option<Box<dyn Send>>), BenchError> {
     match &env.peer {
         Some(p) => Ok((p.clone(), None)),
         None => {
@@ -381,19 +386,23 @@ fn peer_addr(env: &Env) -> anyhow::Result<(String, Option<Box<dyn Send>>)> {
     }
 }
 
-fn network_tcp(env: &Env) -> anyhow::Result<Prepared> {
+fn network_tcp(env: &Env) -> Result<Prepared, BenchError> {
     const MSG: usize = 64 << 10;
     let (addr, guard) = peer_addr(env)?;
     let workers = per_thread(env, |_| {
         let mut s = TcpStream::connect(&addr)
-            .with_context(|| format!("connecting to the TCP peer {addr}"))?;
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+            .map_err(network_error("connecting to the TCP peer", &addr))?;
+        let setup = network_error("setting up the connection to the TCP peer", &addr);
+        s.set_nodelay(true)
+            .and_then(|()| s.set_read_timeout(Some(Duration::from_secs(10))))
+            .map_err(setup)?;
         let out = vec![0xa5u8; MSG];
         let mut back = vec![0u8; MSG];
-        Ok(Box::new(move || -> anyhow::Result<u64> {
-            s.write_all(&out)?;
-            s.read_exact(&mut back)?;
+        let addr = addr.clone();
+        Ok(Box::new(move || -> Result<u64, BenchError> {
+            s.write_all(&out)
+                .and_then(|()| s.read_exact(&mut back))
+                .map_err(network_error("echoing with the TCP peer", &addr))?;
             Ok(2 * MSG as u64)
         }) as Work)
     })?;
@@ -404,22 +413,30 @@ fn network_tcp(env: &Env) -> anyhow::Result<Prepared> {
     })
 }
 
-fn network_udp(env: &Env) -> anyhow::Result<Prepared> {
+fn network_udp(env: &Env) -> Result<Prepared, BenchError> {
     const DGRAM: usize = 1400;
     let (addr, guard) = peer_addr(env)?;
     let workers = per_thread(env, |_| {
-        let s = UdpSocket::bind("0.0.0.0:0")?;
-        s.connect(&addr)
-            .with_context(|| format!("UDP peer {addr}"))?;
-        s.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let s = UdpSocket::bind("0.0.0.0:0")
+            .map_err(network_error("binding a UDP socket for the peer", &addr))?;
+        s.connect(&addr).map_err(network_error("UDP peer", &addr))?;
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .map_err(network_error(
+                "setting up the socket to the UDP peer",
+                &addr,
+            ))?;
         let out = vec![0x3cu8; DGRAM];
         let mut back = vec![0u8; DGRAM];
-        Ok(Box::new(move || -> anyhow::Result<u64> {
+        let addr = addr.clone();
+        Ok(Box::new(move || -> Result<u64, BenchError> {
             let mut n = 0;
             // A burst of 32 datagrams, then collect what came back: UDP may drop, so only
             // bytes actually sent and received count.
             for _ in 0..32 {
-                n += s.send(&out)? as u64;
+                n += s
+                    .send(&out)
+                    .map_err(network_error("sending to the UDP peer", &addr))?
+                    as u64;
             }
             for _ in 0..32 {
                 match s.recv(&mut back) {
@@ -432,14 +449,14 @@ fn network_udp(env: &Env) -> anyhow::Result<Prepared> {
                     {
                         break
                     }
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(network_error("receiving from the UDP peer", &addr)(e)),
                 }
             }
             Ok(n)
         }) as Work)
     })?;
     if env.threads == 0 {
-        bail!("no worker threads");
+        return Err(BenchError::NoWorkers);
     }
     Ok(Prepared {
         workers,

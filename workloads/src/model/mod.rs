@@ -49,8 +49,8 @@ pub enum ModelError {
     },
 }
 
-/// Names the tract step that failed.
-trait TractStep<T> {
+/// Names the tract step that failed (the kernel benchmarks' one-operator models use it too).
+pub(crate) trait TractStep<T> {
     fn step(self, step: &'static str) -> Result<T, ModelError>;
 }
 

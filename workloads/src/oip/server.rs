@@ -237,7 +237,7 @@ impl GrpcInferenceService for InferenceService {
             .map_err(|e| Status::internal(format!("inference task failed: {e}")))?
             .map_err(|e| {
                 self.metrics.error("serve", "INTERNAL");
-                Status::internal(format!("inference failed: {}", chain(&e)))
+                Status::internal(format!("inference failed: {}", crate::error_chain(&e)))
             })?;
         let batch = self.engine.spec().batch as u64;
         self.metrics
@@ -283,17 +283,4 @@ pub fn code_name(code: tonic::Code) -> &'static str {
         DataLoss => "DATA_LOSS",
         Unauthenticated => "UNAUTHENTICATED",
     }
-}
-
-/// `e` and its sources, joined by ": " (what anyhow's `{:#}` prints): the status message is
-/// all a remote client learns of a failed inference.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }
