@@ -536,8 +536,10 @@ fn container_ids(pod: &Value) -> BTreeMap<String, String> {
 
 /// How a wait inside a step ended.
 enum Wait {
-    /// The time passed with the pod running.
+    /// The time passed with the pod running (or, waiting for it to run, not yet running).
     Done,
+    /// Every container runs.
+    Running,
     /// Ctrl-C.
     Stopped,
     /// The pod ended: (started, finished, error).
@@ -585,77 +587,63 @@ fn run_step(
     let seconds = plan.seconds(st);
     let measured = Plan::measured(st);
     let mut pod_name = String::new();
-    // Polls the pod every second (Ctrl-C every 100 ms) until `until`, or until it is running
-    // when `until_running`.
-    let wait = |until: Option<Instant>, pod_name: &mut String, last: &mut Option<Value>| {
-        let mut next_poll = Instant::now();
-        loop {
-            if stop.load(Ordering::SeqCst) {
-                return Wait::Stopped;
-            }
-            if let Some(u) = until {
-                if Instant::now() >= u {
+    // Polls the pod every second (Ctrl-C every 100 ms) until `until` (Done), or until every
+    // container runs (Running) when `until_running`.
+    let wait =
+        |until: Instant, until_running: bool, pod_name: &mut String, last: &mut Option<Value>| {
+            let mut next_poll = Instant::now();
+            loop {
+                if stop.load(Ordering::SeqCst) {
+                    return Wait::Stopped;
+                }
+                if Instant::now() >= until {
                     return Wait::Done;
                 }
-            }
-            if Instant::now() >= next_poll {
-                next_poll = Instant::now() + Duration::from_secs(1);
-                match cluster.pods_of(&name) {
-                    Err(e) => return Wait::Error(crate::error_chain(&e)),
-                    Ok(pods) => {
-                        if let Some(p) = pods.into_iter().next() {
-                            *pod_name = p["metadata"]["name"].as_str().unwrap_or("").to_string();
-                            match pod_state(&p, &names, runner::now()) {
-                                PodState::Ended {
-                                    started,
-                                    finished,
-                                    error,
-                                } => {
-                                    *last = Some(p);
-                                    return Wait::Ended(started, finished, error);
-                                }
-                                PodState::Running { .. } if until.is_none() => {
-                                    *last = Some(p);
-                                    return Wait::Done;
-                                }
-                                _ => *last = Some(p),
-                            }
+                if Instant::now() >= next_poll {
+                    next_poll = Instant::now() + Duration::from_secs(1);
+                    let pods = match cluster.pods_of(&name) {
+                        Ok(pods) => pods,
+                        Err(e) => return Wait::Error(crate::error_chain(&e)),
+                    };
+                    if let Some(p) = pods.into_iter().next() {
+                        *pod_name = p["metadata"]["name"].as_str().unwrap_or("").to_string();
+                        let state = pod_state(&p, &names, runner::now());
+                        *last = Some(p);
+                        match state {
+                            PodState::Ended {
+                                started,
+                                finished,
+                                error,
+                            } => return Wait::Ended(started, finished, error),
+                            PodState::Running { .. } if until_running => return Wait::Running,
+                            _ => {}
                         }
                     }
                 }
+                std::thread::sleep(Duration::from_millis(100));
             }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
+        };
     let mut last: Option<Value> = None;
-    let start_deadline = Instant::now() + settings.start_timeout;
     // 1. Until every container runs (scheduling, image pull, start), within --start-timeout.
-    let mut outcome = loop {
-        match wait(
-            Some(Instant::now() + Duration::from_secs(1)),
-            &mut pod_name,
-            &mut last,
-        ) {
-            Wait::Done => {
-                let state = last.as_ref().map(|p| pod_state(p, &names, runner::now()));
-                match state {
-                    Some(PodState::Running { .. }) => break Wait::Done,
-                    _ if Instant::now() >= start_deadline => {
-                        let why = match state {
-                            Some(PodState::Waiting(Some(why))) => why,
-                            None => "no pod was created (see the Job's events)".into(),
-                            _ => "still waiting".into(),
-                        };
-                        break Wait::Error(format!(
-                            "not running after {}: {why}",
-                            humantime::format_duration(settings.start_timeout)
-                        ));
-                    }
-                    _ => {}
-                }
-            }
-            other => break other,
+    let mut outcome = match wait(
+        Instant::now() + settings.start_timeout,
+        true,
+        &mut pod_name,
+        &mut last,
+    ) {
+        Wait::Running => Wait::Done,
+        Wait::Done => {
+            let why = match last.as_ref().map(|p| pod_state(p, &names, runner::now())) {
+                Some(PodState::Waiting(Some(why))) => why,
+                None => "no pod was created (see the Job's events)".into(),
+                _ => "still waiting".into(),
+            };
+            Wait::Error(format!(
+                "not running after {}: {why}",
+                humantime::format_duration(settings.start_timeout)
+            ))
         }
+        other => other,
     };
     let observed = Instant::now();
     let mut started: Option<f64> = None;
@@ -683,7 +671,8 @@ fn run_step(
     if matches!(outcome, Wait::Done) {
         bar.set_position(base);
         outcome = wait(
-            Some(observed + Duration::from_secs_f64(s.warmup_seconds)),
+            observed + Duration::from_secs_f64(s.warmup_seconds),
+            false,
             &mut pod_name,
             &mut last,
         );
@@ -693,7 +682,8 @@ fn run_step(
                 .map(|t| workload_metrics::parse(&t));
             bar.set_position(base + s.warmup_seconds as u64);
             outcome = wait(
-                Some(observed + Duration::from_secs_f64(s.warmup_seconds + seconds)),
+                observed + Duration::from_secs_f64(s.warmup_seconds + seconds),
+                false,
                 &mut pod_name,
                 &mut last,
             );
@@ -704,7 +694,7 @@ fn run_step(
         w.end = w.start + seconds;
     }
     match outcome {
-        Wait::Done => {
+        Wait::Done | Wait::Running => {
             let reading = metrics_port.map(|port| {
                 cluster
                     .pod_metrics(&pod_name, port)
