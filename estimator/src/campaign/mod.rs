@@ -13,6 +13,7 @@
 
 pub mod analysis;
 pub mod energy;
+#[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 pub mod plan;
 pub mod pod;
@@ -111,6 +112,14 @@ pub fn run(command: CampaignCommand) -> anyhow::Result<()> {
 }
 
 fn run_campaign(args: RunArgs) -> anyhow::Result<()> {
+    #[cfg(not(feature = "kubernetes"))]
+    if args.kubernetes {
+        bail!(
+            "--kubernetes: this greenpipe-estimator was built without the Kubernetes client; \
+             build it with `cargo build --release -p greenpipe-estimator --features kubernetes` \
+             (the container image has it), or run the campaign on the node itself"
+        );
+    }
     let started = std::time::Instant::now();
     let text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("reading {}", args.plan.display()))?;
@@ -153,6 +162,7 @@ fn run_campaign(args: RunArgs) -> anyhow::Result<()> {
         out: args.out.clone(),
         node: args.node.clone(),
     };
+    #[cfg(feature = "kubernetes")]
     let outcome = if args.kubernetes {
         let settings = kubernetes::Settings {
             namespace: args.namespace.clone(),
@@ -163,6 +173,8 @@ fn run_campaign(args: RunArgs) -> anyhow::Result<()> {
     } else {
         runner::run_steps(&plan, &ctx, &stop)?
     };
+    #[cfg(not(feature = "kubernetes"))]
+    let outcome = runner::run_steps(&plan, &ctx, &stop)?;
     if outcome == runner::Outcome::Interrupted {
         let done = windows::read(&args.out)?
             .iter()

@@ -53,6 +53,7 @@ pub enum RunError {
     },
     #[error("building the HTTP client")]
     HttpClient(#[source] reqwest::Error),
+    #[cfg(feature = "kubernetes")]
     #[error(transparent)]
     Kubernetes(#[from] crate::campaign::kubernetes::KubernetesError),
 }
