@@ -19,9 +19,13 @@ key="$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-12)"
 cache="${GREENPIPE_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/greenpipe/control-plane}"
 bin="$cache/$k8s_version-$key/bin"
 binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
-# kwok ships its stages (what a fake kubelet does to nodes and pods) as YAML, not built in.
+# kwok ships its stages (what a fake kubelet does to nodes and pods) as YAML, not built in. Its
+# pod-complete stage for Job pods is written below (pod_complete_stage); the chaos stage fails
+# the containers of a pod labelled pod-container-running-failed.stage.kwok.x-k8s.io=true.
 kwok_stages=(node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease
-  pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete)
+  pod/fast/pod-ready pod/fast/pod-delete pod/chaos/pod-container-running-failed)
+# The stage file's name changes with its contents, so a cache made with other stages is redone.
+stages_file=kwok-stages-2.yaml
 
 log() { echo "control-plane: $*" >&2; }
 die() {
@@ -34,16 +38,71 @@ have_binaries() {
   for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
 }
 
+# kwok's pod/fast/pod-complete (a Job's pod succeeds once running), with the delay of its
+# pod/general sibling read from the standard annotation pod-complete.stage.kwok.x-k8s.io/delay:
+# none by default (as fast), so a test can keep a Job's pod running for a while (the campaign's
+# --kubernetes steps). Weight 0: the chaos stage wins wherever it applies.
+pod_complete_stage() {
+  cat <<'YAML'
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-complete
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '.metadata.ownerReferences.[].kind'
+      operator: 'In'
+      values:
+      - 'Job'
+  delay:
+    durationMilliseconds: 0
+    durationFrom:
+      expressionFrom: '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/delay"]'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      containerStatuses:
+      {{ range $index, $item := .spec.containers }}
+      - image: {{ $item.image | Quote }}
+        name: {{ $item.name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            exitCode: 0
+            finishedAt: {{ $now | Quote }}
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: Succeeded
+---
+YAML
+}
+
 # kwok's stage files come from its module source (downloaded by the build).
 write_kwok_stages() {
-  [[ -s "$bin/kwok-stages.yaml" ]] && return 0
+  [[ -s "$bin/$stages_file" ]] && return 0
   local kwok_dir stage
   kwok_dir="$(cd "$mod" && go mod download -json sigs.k8s.io/kwok | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')"
-  for stage in "${kwok_stages[@]}"; do
-    cat "$kwok_dir/kustomize/stage/$stage.yaml"
-    echo "---"
-  done >"$bin/kwok-stages.yaml.tmp"
-  mv "$bin/kwok-stages.yaml.tmp" "$bin/kwok-stages.yaml"
+  {
+    for stage in "${kwok_stages[@]}"; do
+      cat "$kwok_dir/kustomize/stage/$stage.yaml"
+      echo "---"
+    done
+    pod_complete_stage
+  } >"$bin/$stages_file.tmp"
+  mv "$bin/$stages_file.tmp" "$bin/$stages_file"
 }
 
 build() {
@@ -245,7 +304,7 @@ YAML
     --bind-address=127.0.0.1 --secure-port=0 --leader-elect=false
   # Fake kubelets for the Nodes annotated kwok.x-k8s.io/node=fake (kwok's default), nothing
   # else. Node and pod IPs are status fields only: no traffic goes to them.
-  daemon "$dir" kwok "$bin/kwok" --config="$bin/kwok-stages.yaml" \
+  daemon "$dir" kwok "$bin/kwok" --config="$bin/$stages_file" \
     --kubeconfig="$dir/kubeconfig" \
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \

@@ -1,8 +1,8 @@
 //! `campaign`: the automated profiling → training → validation pipeline on one node.
 //!
-//! `campaign run` runs a plan's steps (each process in its own pod-shaped cgroup, idle gaps
-//! between steps, warm-up left out of the windows), then with no further command extracts a
-//! trace per window, trains on the `train` steps, validates on the `validate` steps beside the
+//! `campaign run` runs a plan's steps (each process in its own pod-shaped cgroup, or with
+//! `--kubernetes` each step as a Job on the node; idle gaps between steps, warm-up left out of
+//! the windows), then with no further command extracts a trace per window, trains on the `train` steps, validates on the `validate` steps beside the
 //! stored baselines and writes the campaign report. `campaign report` rebuilds the report from
 //! what the directory holds.
 //!
@@ -13,6 +13,8 @@
 
 pub mod analysis;
 pub mod energy;
+#[cfg(feature = "kubernetes")]
+pub mod kubernetes;
 pub mod plan;
 pub mod pod;
 pub mod report;
@@ -52,9 +54,25 @@ pub struct RunArgs {
     /// Campaign directory; a rerun with the same directory resumes.
     #[arg(long)]
     pub out: PathBuf,
-    /// Run the steps as Kubernetes Jobs pinned to the node (not implemented yet).
+    /// Run the steps as Kubernetes Jobs pinned to the node (kubeconfig: in-cluster, or
+    /// KUBECONFIG / ~/.kube/config), instead of local processes.
     #[arg(long)]
     pub kubernetes: bool,
+    /// With --kubernetes: the Jobs' namespace.
+    #[arg(long, default_value = "greenpipe", requires = "kubernetes")]
+    pub namespace: String,
+    /// With --kubernetes: the image of every step's containers (it must hold the plan's
+    /// commands).
+    #[arg(
+        long,
+        default_value = "ghcr.io/greenpipe/greenpipe-workload:0.1.0",
+        requires = "kubernetes"
+    )]
+    pub image: String,
+    /// With --kubernetes: how long a step's pod may take to be scheduled, pull its image and
+    /// start before the step is recorded as failed.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration, requires = "kubernetes")]
+    pub start_timeout: std::time::Duration,
 }
 
 /// `campaign report`.
@@ -94,10 +112,12 @@ pub fn run(command: CampaignCommand) -> anyhow::Result<()> {
 }
 
 fn run_campaign(args: RunArgs) -> anyhow::Result<()> {
+    #[cfg(not(feature = "kubernetes"))]
     if args.kubernetes {
         bail!(
-            "--kubernetes is not implemented yet: run the campaign on the node itself (local \
-             processes in pod-shaped cgroups), see docs/campaign.md"
+            "--kubernetes: this greenpipe-estimator was built without the Kubernetes client; \
+             build it with `cargo build --release -p greenpipe-estimator --features kubernetes` \
+             (the container image has it), or run the campaign on the node itself"
         );
     }
     let started = std::time::Instant::now();
@@ -142,7 +162,20 @@ fn run_campaign(args: RunArgs) -> anyhow::Result<()> {
         out: args.out.clone(),
         node: args.node.clone(),
     };
-    if runner::run_steps(&plan, &ctx, &stop)? == runner::Outcome::Interrupted {
+    #[cfg(feature = "kubernetes")]
+    let outcome = if args.kubernetes {
+        let settings = kubernetes::Settings {
+            namespace: args.namespace.clone(),
+            image: args.image.clone(),
+            start_timeout: args.start_timeout,
+        };
+        kubernetes::run_steps(&plan, &ctx, &settings, &stop)?
+    } else {
+        runner::run_steps(&plan, &ctx, &stop)?
+    };
+    #[cfg(not(feature = "kubernetes"))]
+    let outcome = runner::run_steps(&plan, &ctx, &stop)?;
+    if outcome == runner::Outcome::Interrupted {
         let done = windows::read(&args.out)?
             .iter()
             .filter(|w| w.status == windows::Status::Complete)

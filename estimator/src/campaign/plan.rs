@@ -99,6 +99,22 @@ pub struct Step {
     /// Processes, started in order.
     #[serde(rename = "process")]
     pub processes: Vec<Process>,
+    /// Extra labels and annotations of the step's pod with `--kubernetes` (ignored otherwise).
+    #[serde(default)]
+    pub kubernetes: PodMetadata,
+}
+
+/// Labels and annotations a step adds to its pod (`[step.kubernetes]`): e.g. a service mesh's
+/// opt-out annotation, which would otherwise put a proxy beside the benchmark.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PodMetadata {
+    /// Pod labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Pod annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// One process of a step, in its own pod-shaped cgroup.

@@ -53,6 +53,9 @@ pub enum RunError {
     },
     #[error("building the HTTP client")]
     HttpClient(#[source] reqwest::Error),
+    #[cfg(feature = "kubernetes")]
+    #[error(transparent)]
+    Kubernetes(#[from] crate::campaign::kubernetes::KubernetesError),
 }
 
 /// Why a process's arguments could not be expanded.
@@ -102,7 +105,7 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>, RunError> {
     Ok(flag)
 }
 
-fn now() -> f64 {
+pub(crate) fn now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -117,7 +120,12 @@ fn free_port() -> Result<u16, RunError> {
 }
 
 /// Sleeps up to `d`, returning early (false) when the stop flag is set.
-fn sleep_unless_stopped(d: Duration, stop: &AtomicBool, bar: &ProgressBar, base: u64) -> bool {
+pub(crate) fn sleep_unless_stopped(
+    d: Duration,
+    stop: &AtomicBool,
+    bar: &ProgressBar,
+    base: u64,
+) -> bool {
     let until = Instant::now() + d;
     while Instant::now() < until {
         if stop.load(Ordering::SeqCst) {
@@ -137,7 +145,10 @@ fn sleep_unless_stopped(d: Duration, stop: &AtomicBool, bar: &ProgressBar, base:
 }
 
 /// A process's placeholders replaced.
-fn expand(args: &[String], vars: &BTreeMap<String, String>) -> Result<Vec<String>, ExpandError> {
+pub(crate) fn expand(
+    args: &[String],
+    vars: &BTreeMap<String, String>,
+) -> Result<Vec<String>, ExpandError> {
     args.iter()
         .map(|a| {
             let mut out = String::new();
@@ -182,8 +193,43 @@ impl MetricsClient {
     }
 }
 
-/// Runs every step without a record; returns whether it finished or was interrupted.
+/// Runs every step without a record as local processes in pod-shaped cgroups; returns whether
+/// it finished or was interrupted.
 pub fn run_steps(plan: &Plan, ctx: &RunContext, stop: &AtomicBool) -> Result<Outcome, RunError> {
+    let scope = pod::cgroup2_root()?.join(format!("greenpipe-campaign-{}", std::process::id()));
+    std::fs::create_dir_all(&scope).map_err(|source| RunError::CreateDir {
+        path: scope.clone(),
+        source,
+    })?;
+    let logs = logs_dir(ctx)?;
+    let client = MetricsClient::new()?;
+    let outcome = run_steps_with(plan, ctx, stop, |st, bar, base| {
+        run_step(plan, st, ctx, &scope, &logs, &client, stop, bar, base)
+    });
+    pod::remove_scope(&scope);
+    outcome
+}
+
+/// `DIR/logs/`, where each process's output goes.
+pub(crate) fn logs_dir(ctx: &RunContext) -> Result<PathBuf, RunError> {
+    let logs = ctx.out.join("logs");
+    std::fs::create_dir_all(&logs).map_err(|source| RunError::CreateDir {
+        path: logs.clone(),
+        source,
+    })?;
+    Ok(logs)
+}
+
+/// The campaign loop both runners share: every step without a record, each after an idle gap,
+/// run by `run_one(step, bar, seconds before it on the bar)`, its record appended; an idle gap
+/// after the last one. Resume, the progress bar and the log lines live here, so local processes
+/// and Kubernetes Jobs keep one directory format.
+pub(crate) fn run_steps_with(
+    plan: &Plan,
+    ctx: &RunContext,
+    stop: &AtomicBool,
+    mut run_one: impl FnMut(&Step, &ProgressBar, u64) -> Result<Window, RunError>,
+) -> Result<Outcome, RunError> {
     let records = windows::read(&ctx.out)?;
     let latest = windows::latest(&records);
     let todo: Vec<&Step> = plan
@@ -214,17 +260,6 @@ pub fn run_steps(plan: &Plan, ctx: &RunContext, stop: &AtomicBool) -> Result<Out
     ) {
         bar.set_style(style);
     }
-    let scope = pod::cgroup2_root()?.join(format!("greenpipe-campaign-{}", std::process::id()));
-    std::fs::create_dir_all(&scope).map_err(|source| RunError::CreateDir {
-        path: scope.clone(),
-        source,
-    })?;
-    let logs = ctx.out.join("logs");
-    std::fs::create_dir_all(&logs).map_err(|source| RunError::CreateDir {
-        path: logs.clone(),
-        source,
-    })?;
-    let client = MetricsClient::new()?;
     let mut base = 0u64;
     let mut outcome = Outcome::Finished;
     for (i, st) in todo.iter().enumerate() {
@@ -240,7 +275,7 @@ pub fn run_steps(plan: &Plan, ctx: &RunContext, stop: &AtomicBool) -> Result<Out
             plan.steps.len(),
             st.name
         ));
-        let w = run_step(plan, st, ctx, &scope, &logs, &client, stop, &bar, base)?;
+        let w = run_one(st, &bar, base)?;
         base += (s.warmup_seconds + plan.seconds(st)) as u64;
         let line = match w.status {
             Status::Complete => format!(
@@ -283,8 +318,70 @@ pub fn run_steps(plan: &Plan, ctx: &RunContext, stop: &AtomicBool) -> Result<Out
         }
     }
     bar.finish_and_clear();
-    pod::remove_scope(&scope);
     Ok(outcome)
+}
+
+/// A step's record before it runs: failed until shown otherwise, times now.
+pub(crate) fn new_window(st: &Step, node: &str) -> Window {
+    Window {
+        workload: st.name.clone(),
+        group: st.group.clone(),
+        tag: st.tag,
+        config: st.config.clone(),
+        node: node.to_string(),
+        container_id: String::new(),
+        pod_uid: String::new(),
+        containers: BTreeMap::new(),
+        start: now(),
+        end: now(),
+        complete: false,
+        status: Status::Failed,
+        error: None,
+        inferences: None,
+        operations: None,
+        latency_p50_seconds: None,
+        latency_p95_seconds: None,
+    }
+}
+
+/// The placeholders every process of a step sees (`{timeout}`, `{seconds}`, `{node}`, `{step}`,
+/// `{out}`, `{campaign_log}`), with `out` and `campaign_log` as the processes see them.
+pub(crate) fn step_vars(
+    plan: &Plan,
+    st: &Step,
+    node: &str,
+    out: &str,
+    campaign_log: &str,
+) -> BTreeMap<String, String> {
+    let s = &plan.campaign;
+    let timeout = (s.warmup_seconds + plan.seconds(st) + 30.0).ceil() as u64;
+    BTreeMap::from([
+        ("timeout".into(), format!("{timeout}s")),
+        ("seconds".into(), timeout.to_string()),
+        ("node".into(), node.to_string()),
+        ("step".into(), st.name.clone()),
+        ("out".into(), out.to_string()),
+        ("campaign_log".into(), campaign_log.to_string()),
+    ])
+}
+
+/// The `{port:NAME}` placeholders of a step's processes (`port:NAME`), each once, in order.
+pub(crate) fn named_ports(st: &Step) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for p in &st.processes {
+        for a in &p.args {
+            let mut rest = a.as_str();
+            while let Some(at) = rest.find("{port:") {
+                let end = rest[at..].find('}').map_or(rest.len(), |e| at + e);
+                let key = rest[at + 1..end].to_string();
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+                rest = &rest[end..];
+            }
+        }
+    }
+    keys
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -301,50 +398,17 @@ fn run_step(
 ) -> Result<Window, RunError> {
     let s = &plan.campaign;
     let seconds = plan.seconds(st);
-    let timeout = (s.warmup_seconds + seconds + 30.0).ceil() as u64;
-    let mut w = Window {
-        workload: st.name.clone(),
-        group: st.group.clone(),
-        tag: st.tag,
-        config: st.config.clone(),
-        node: ctx.node.clone(),
-        container_id: String::new(),
-        pod_uid: String::new(),
-        containers: BTreeMap::new(),
-        start: now(),
-        end: now(),
-        complete: false,
-        status: Status::Failed,
-        error: None,
-        inferences: None,
-        operations: None,
-        latency_p50_seconds: None,
-        latency_p95_seconds: None,
-    };
-    let mut vars: BTreeMap<String, String> = BTreeMap::from([
-        ("timeout".into(), format!("{timeout}s")),
-        ("seconds".into(), timeout.to_string()),
-        ("node".into(), ctx.node.clone()),
-        ("step".into(), st.name.clone()),
-        ("out".into(), ctx.out.display().to_string()),
-        (
-            "campaign_log".into(),
-            ctx.out.join("workload-log.jsonl").display().to_string(),
-        ),
-    ]);
+    let mut w = new_window(st, &ctx.node);
+    let mut vars = step_vars(
+        plan,
+        st,
+        &ctx.node,
+        &ctx.out.display().to_string(),
+        &ctx.out.join("workload-log.jsonl").display().to_string(),
+    );
     // Named ports shared by the step's processes.
-    for p in &st.processes {
-        for a in &p.args {
-            let mut rest = a.as_str();
-            while let Some(at) = rest.find("{port:") {
-                let end = rest[at..].find('}').map_or(rest.len(), |e| at + e);
-                let key = rest[at + 1..end].to_string();
-                if let std::collections::btree_map::Entry::Vacant(e) = vars.entry(key) {
-                    e.insert(free_port()?.to_string());
-                }
-                rest = &rest[end..];
-            }
-        }
+    for key in named_ports(st) {
+        vars.insert(key, free_port()?.to_string());
     }
     let measured = Plan::measured(st);
     let mut pods: Vec<Pod> = Vec::new();

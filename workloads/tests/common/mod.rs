@@ -3,18 +3,13 @@
 #![allow(dead_code)]
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_greenpipe-workload");
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("binding an ephemeral loopback port")
-}
+pub use greenpipe_tests::free_port;
 
 /// A child process killed on drop.
 pub struct Proc {
