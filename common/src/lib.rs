@@ -3,8 +3,8 @@
 //! Everything that two binaries must agree on lives here and only here: metric names and label
 //! keys ([`names`]), the canonical feature set of the trace CSV format ([`features`]) and the
 //! versioned model file ([`model`]). Small helpers that more than one crate needs live here
-//! once: [`linalg`] (Cholesky), [`listen`] (`--web.listen-address`), [`secret`] (secret files)
-//! and, with feature `plots`, [`plot_font`]. The only I/O is reading a secret or font file.
+//! once: [`linalg`] (Cholesky), [`listen`] (`--web.listen-address`), [`secret`] (secret files),
+//! [`error_chain`] and, with feature `plots`, [`plot_font`]. The only I/O is reading a secret or font file.
 #![deny(missing_docs)]
 
 pub mod contract;
@@ -17,3 +17,17 @@ pub mod names;
 pub mod plot_font;
 pub mod secret;
 pub mod trace;
+
+/// An error and its sources, `: `-separated, as `anyhow` prints `{:#}`: for texts that end up in
+/// a label, a status message, a log line or another error's message rather than at a binary's
+/// edge (where anyhow prints the chain itself).
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}

@@ -20,15 +20,4 @@ pub mod shard;
 pub mod telemetry;
 pub mod view;
 
-/// An error and its sources, `: `-separated, as `anyhow` prints `{:#}`: for texts that end up in
-/// a label, a log line or another error's message rather than at the binary's edge.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
-}
+pub(crate) use greenpipe_common::error_chain;

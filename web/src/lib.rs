@@ -22,16 +22,3 @@ pub fn load(
 ) -> Result<Option<std::sync::Arc<WebConfig>>, LoadError> {
     path.map(WebConfig::load).transpose()
 }
-
-/// An error and its sources, `: `-separated, as `anyhow` prints `{:#}`: the log line for a
-/// reload that failed names the file and the key.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
-}

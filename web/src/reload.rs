@@ -236,7 +236,7 @@ impl WebConfig {
                 new
             }
             Err(e) => {
-                warn!(error = %crate::chain(&e), "web config changed but does not load; keeping the previous one");
+                warn!(error = %greenpipe_common::error_chain(&e), "web config changed but does not load; keeping the previous one");
                 *failed = Some(stamps);
                 now
             }
@@ -272,7 +272,7 @@ mod tests {
         let e = load_settings(&path).err().unwrap();
         assert!(matches!(&e, LoadError::Tls { .. }), "{e}");
         // The log line of a failed reload carries the whole chain: file, key, file read, errno.
-        let line = crate::chain(&e);
+        let line = greenpipe_common::error_chain(&e);
         assert!(
             line.starts_with(&format!(
                 "web config {}: failed to read cert_file (",
