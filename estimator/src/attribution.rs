@@ -4,6 +4,8 @@
 //! container form the `system` entry. The `system` entry takes what the others leave, so the
 //! shares add up to the node's power exactly, whatever the rounding.
 
+use std::sync::Arc;
+
 use greenpipe_common::features::{Feature, FeatureValues};
 use greenpipe_common::model::NodeModel;
 use greenpipe_common::names::SYSTEM_CONTAINER;
@@ -26,9 +28,9 @@ pub enum IdleSplit {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Share {
     /// Container id or `system`.
-    pub container_id: String,
+    pub container_id: Arc<str>,
     /// Pod UID, empty when unknown.
-    pub pod_uid: String,
+    pub pod_uid: Arc<str>,
     /// Share of idle power, watts.
     pub idle_watts: f64,
     /// Share of dynamic power, watts.
@@ -49,12 +51,12 @@ pub fn attribute(
     let system_reported = node
         .containers
         .iter()
-        .any(|c| c.container_id == SYSTEM_CONTAINER);
+        .any(|c| &*c.container_id == SYSTEM_CONTAINER);
     let synthesized;
     let system: &ContainerUsage = if system_reported {
         node.containers
             .iter()
-            .find(|c| c.container_id == SYSTEM_CONTAINER)
+            .find(|c| &*c.container_id == SYSTEM_CONTAINER)
             .expect("checked above")
     } else {
         synthesized = synthesize_system(node);
@@ -64,7 +66,7 @@ pub fn attribute(
     let entries: Vec<&ContainerUsage> = node
         .containers
         .iter()
-        .filter(|c| c.container_id != SYSTEM_CONTAINER)
+        .filter(|c| &*c.container_id != SYSTEM_CONTAINER)
         .chain(std::iter::once(system))
         .collect();
 
@@ -97,8 +99,9 @@ pub fn attribute(
         .iter()
         .zip(idle_shares.into_iter().zip(dynamic_shares))
         .map(|(c, (idle_watts, dynamic_watts))| Share {
-            container_id: c.container_id.clone(),
-            pod_uid: c.pod_uid.clone(),
+            // The usage's ids, shared: no copy per share and tick.
+            container_id: Arc::clone(&c.container_id),
+            pod_uid: Arc::clone(&c.pod_uid),
             idle_watts,
             dynamic_watts,
         })
@@ -144,8 +147,8 @@ fn synthesize_system(node: &NodeUsage) -> ContainerUsage {
         }
     }
     ContainerUsage {
-        container_id: SYSTEM_CONTAINER.to_string(),
-        pod_uid: String::new(),
+        container_id: SYSTEM_CONTAINER.into(),
+        pod_uid: "".into(),
         features,
         processes: None,
     }
@@ -191,7 +194,7 @@ mod tests {
         f.set(Feature::NetworkBytesPerSecond, net);
         ContainerUsage {
             container_id: id.into(),
-            pod_uid: format!("pod-{id}"),
+            pod_uid: format!("pod-{id}").into(),
             features: f,
             processes,
         }
@@ -225,7 +228,7 @@ mod tests {
         );
         let s = attribute(&model(), 7.0, &n, IdleSplit::Processes);
         assert_eq!(s.len(), 3);
-        assert_eq!(s[2].container_id, SYSTEM_CONTAINER);
+        assert_eq!(&*s[2].container_id, SYSTEM_CONTAINER);
         // Dynamic 4 W over usage 2 : 2 : 0, idle 3 W over processes 1 : 3 : 4.
         assert!((s[0].dynamic_watts - 2.0).abs() < 1e-12);
         assert!((s[1].dynamic_watts - 2.0).abs() < 1e-12);
@@ -246,7 +249,7 @@ mod tests {
     fn missing_system_is_node_minus_containers() {
         let n = node(vec![usage("a", 1.0, None, Some(2.0))], 3.0);
         let s = attribute(&model(), 6.0, &n, IdleSplit::Processes);
-        assert_eq!(s[1].container_id, SYSTEM_CONTAINER);
+        assert_eq!(&*s[1].container_id, SYSTEM_CONTAINER);
         // System usage = 3 - 1 = 2 CPU; dynamic 3 W split 1 : 2.
         assert!((s[0].dynamic_watts - 1.0).abs() < 1e-12);
         assert!((s[1].dynamic_watts - 2.0).abs() < 1e-12);

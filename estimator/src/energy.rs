@@ -304,7 +304,7 @@ mod tests {
                 .into_iter()
                 .map(|(k, v)| (Cow::Borrowed(k), Cow::Owned(v.to_string())))
                 .collect(),
-            points: vec![(1000, v)],
+            points: [(1000, v)].into(),
         };
         let node = vec![
             series(vec![("node", &mine), ("model", &name)], 100.0),

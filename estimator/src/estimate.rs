@@ -9,7 +9,7 @@ use crate::energy::TickEnergy;
 use crate::readout::{NodeUsage, Tick};
 use bytes::Bytes;
 
-use crate::remote_write::{BatchWriter, Label, Sample, TimeSeries};
+use crate::remote_write::{BatchWriter, Label, LabelTail, Sample, TimeSeries};
 
 /// Why a node got no estimate at a tick (the `reason` label of the skip counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,48 +120,91 @@ pub fn estimate_tick<'m>(
 /// the tick's time. The serve loop writes the same series with [`write_tick`]; this builds them
 /// (tests, tools).
 pub fn tick_series(estimates: &TickEstimates<'_>, energy: &TickEnergy) -> Vec<TimeSeries> {
-    let t = estimates.timestamp_ms;
-    let mut out = Vec::with_capacity(estimates.nodes.iter().map(|n| 4 + 4 * n.shares.len()).sum());
-    lay_out(estimates, energy, |labels, value| {
-        let mut ts = TimeSeries::from_labels(
-            labels
-                .iter()
-                .map(|(n, v)| Label {
-                    name: Bytes::copy_from_slice(n),
-                    value: Bytes::copy_from_slice(v),
-                })
-                .collect(),
-        );
-        ts.samples.push(Sample {
-            value,
-            timestamp: t,
-        });
-        out.push(ts);
-    });
-    out
+    let mut list = SeriesList {
+        timestamp_ms: estimates.timestamp_ms,
+        tail: Vec::new(),
+        out: Vec::with_capacity(estimates.nodes.iter().map(|n| 4 + 4 * n.shares.len()).sum()),
+    };
+    lay_out(estimates, energy, &mut list);
+    list.out
 }
 
 /// [`tick_series`] written straight into request bodies: the same series, the same bytes, without
-/// building a `TimeSeries` per sample.
+/// building a `TimeSeries` per sample, and the labels a container's series share encoded once.
 pub fn write_tick(estimates: &TickEstimates<'_>, energy: &TickEnergy, writer: &mut BatchWriter) {
-    let t = estimates.timestamp_ms;
-    lay_out(estimates, energy, |labels, value| {
-        writer.series(
-            labels,
-            &[Sample {
-                value,
-                timestamp: t,
-            }],
-        )
-    });
+    lay_out(
+        estimates,
+        energy,
+        &mut Writing {
+            timestamp_ms: estimates.timestamp_ms,
+            tail: LabelTail::default(),
+            writer,
+        },
+    );
 }
 
-/// Calls `emit(labels, value)` for every series of the tick, labels in name order.
-fn lay_out(
-    estimates: &TickEstimates<'_>,
-    energy: &TickEnergy,
-    mut emit: impl FnMut(&[(&[u8], &[u8])], f64),
-) {
+/// Where [`lay_out`] puts the series of a tick.
+trait Layout {
+    /// Labels ending every series that follows until the next call, in name order (after those of
+    /// the series' heads).
+    fn tail(&mut self, labels: &[(&[u8], &[u8])]);
+    /// A series: `head` labels in name order, then the current tail; one sample of `value`.
+    fn series(&mut self, head: &[(&[u8], &[u8])], value: f64);
+}
+
+/// The series built one by one (the reference for [`Writing`]).
+struct SeriesList {
+    timestamp_ms: i64,
+    tail: Vec<Label>,
+    out: Vec<TimeSeries>,
+}
+
+fn owned_labels<'l>(labels: &'l [(&'l [u8], &'l [u8])]) -> impl Iterator<Item = Label> + 'l {
+    labels.iter().map(|(n, v)| Label {
+        name: Bytes::copy_from_slice(n),
+        value: Bytes::copy_from_slice(v),
+    })
+}
+
+impl Layout for SeriesList {
+    fn tail(&mut self, labels: &[(&[u8], &[u8])]) {
+        self.tail = owned_labels(labels).collect();
+    }
+
+    fn series(&mut self, head: &[(&[u8], &[u8])], value: f64) {
+        let labels = owned_labels(head).chain(self.tail.iter().cloned());
+        let mut ts = TimeSeries::from_labels(labels.collect());
+        ts.samples.push(Sample {
+            value,
+            timestamp: self.timestamp_ms,
+        });
+        self.out.push(ts);
+    }
+}
+
+/// The series written straight into request bodies.
+struct Writing<'w> {
+    timestamp_ms: i64,
+    tail: LabelTail,
+    writer: &'w mut BatchWriter,
+}
+
+impl Layout for Writing<'_> {
+    fn tail(&mut self, labels: &[(&[u8], &[u8])]) {
+        self.tail.set(labels);
+    }
+
+    fn series(&mut self, head: &[(&[u8], &[u8])], value: f64) {
+        let sample = Sample {
+            value,
+            timestamp: self.timestamp_ms,
+        };
+        self.writer.series_ending_with(head, &self.tail, &[sample]);
+    }
+}
+
+/// Puts every series of the tick into `out`.
+fn lay_out(estimates: &TickEstimates<'_>, energy: &TickEnergy, out: &mut impl Layout) {
     let b = |s: &'static str| s.as_bytes();
     let (name, l_component, l_container, l_model, l_node, l_pod) = (
         b("__name__"),
@@ -196,38 +239,36 @@ fn lay_out(
         // Labels in name order: __name__, component, container_id, model, node, pod_uid.
         let node_labels =
             |metric: &'static [u8]| [(name, metric), (l_model, model), (l_node, node)];
-        emit(&node_labels(node_power), e.watts);
-        emit(&node_labels(node_idle), e.idle_watts);
+        out.tail(&[]);
+        out.series(&node_labels(node_power), e.watts);
+        out.series(&node_labels(node_idle), e.idle_watts);
         if let Some(measured) = e.meter_watts {
-            emit(&node_labels(node_error), e.watts - measured);
+            out.series(&node_labels(node_error), e.watts - measured);
             // A meter reading 0 W is unplugged or idle-blind: no relative error from it.
             if measured > 0.0 {
-                emit(
+                out.series(
                     &node_labels(node_error_ratio),
                     (e.watts - measured).abs() / measured,
                 );
             }
         }
-        emit(&node_labels(node_energy), joules.joules);
+        out.series(&node_labels(node_energy), joules.joules);
         for (s, share_joules) in e.shares.iter().zip(&joules.shares) {
             let (id, pod) = (s.container_id.as_bytes(), s.pod_uid.as_bytes());
+            // The container's four series differ only in __name__ and component.
+            out.tail(&[
+                (l_container, id),
+                (l_model, model),
+                (l_node, node),
+                (l_pod, pod),
+            ]);
             let parts = [
                 (idle, s.idle_watts, share_joules[0]),
                 (dynamic, s.dynamic_watts, share_joules[1]),
             ];
             for (part, watts, total) in parts {
                 for (metric, value) in [(container_power, watts), (container_energy, total)] {
-                    emit(
-                        &[
-                            (name, metric),
-                            (l_component, part),
-                            (l_container, id),
-                            (l_model, model),
-                            (l_node, node),
-                            (l_pod, pod),
-                        ],
-                        value,
-                    );
+                    out.series(&[(name, metric), (l_component, part)], value);
                 }
             }
         }

@@ -11,7 +11,7 @@ pub mod wire;
 pub mod writer;
 
 pub use proto::{Label, Sample, TimeSeries, WriteRequest};
-pub use writer::{BatchWriter, EncodedBatch};
+pub use writer::{BatchWriter, EncodedBatch, LabelTail};
 
 use prost::Message;
 

@@ -19,6 +19,50 @@ pub struct EncodedBatch {
     pub samples: usize,
 }
 
+/// Labels that end several series, encoded once (see [`BatchWriter::series_ending_with`]): the
+/// four series of a container (power and energy of its idle and dynamic parts) share their
+/// container id, model, node and pod UID, most of their bytes.
+#[derive(Debug, Clone, Default)]
+pub struct LabelTail {
+    // The protobuf `Label` fields, as `BatchWriter::series` would write them.
+    bytes: Vec<u8>,
+    // Name of the first label: the labels written before the tail must sort below it.
+    first: Option<Vec<u8>>,
+}
+
+impl LabelTail {
+    /// Encodes `labels` (name, value), replacing what the tail held. As in
+    /// [`BatchWriter::series`], labels with an empty value are left out and the rest sorted.
+    pub fn set(&mut self, labels: &[(&[u8], &[u8])]) {
+        let kept = |l: &&(&[u8], &[u8])| !l.1.is_empty();
+        if labels.iter().filter(kept).is_sorted_by(|a, b| a.0 <= b.0) {
+            self.encode(labels.iter().filter(kept));
+        } else {
+            let mut own: Vec<(&[u8], &[u8])> = labels.iter().filter(kept).copied().collect();
+            own.sort_by(|a, b| a.0.cmp(b.0));
+            self.encode(own.iter());
+        }
+    }
+
+    fn encode<'l>(&mut self, labels: impl Iterator<Item = &'l (&'l [u8], &'l [u8])>) {
+        self.bytes.clear();
+        let mut first = true;
+        for (name, value) in labels {
+            if first {
+                // Reuses the buffer: a tail is set once per container per tick.
+                let buffer = self.first.get_or_insert_with(Vec::new);
+                buffer.clear();
+                buffer.extend_from_slice(name);
+                first = false;
+            }
+            put_label(&mut self.bytes, name, value);
+        }
+        if first {
+            self.first = None;
+        }
+    }
+}
+
 /// Lays out series into request bodies within [`BatchLimits`].
 pub struct BatchWriter {
     // Compress each body as soon as it is full, while it is still in cache, and reuse its
@@ -63,14 +107,40 @@ impl BatchWriter {
         let kept = |l: &&(&[u8], &[u8])| !l.1.is_empty();
         let sorted = labels.iter().filter(kept).is_sorted_by(|a, b| a.0 <= b.0);
         if sorted && labels.iter().all(|l| !l.1.is_empty()) {
-            self.write(labels, samples);
+            self.write(labels, &[], samples);
         } else {
             let mut own: Vec<(&[u8], &[u8])> = labels.iter().filter(kept).copied().collect();
             if !sorted {
                 own.sort_by(|a, b| a.0.cmp(b.0));
             }
-            self.write(&own, samples);
+            self.write(&own, &[], samples);
         }
+    }
+
+    /// [`BatchWriter::series`] of `head` followed by `tail`'s labels, without encoding the tail
+    /// again. Every label of `head` must sort below the tail's first (checked: a caller's bug).
+    pub fn series_ending_with(
+        &mut self,
+        head: &[(&[u8], &[u8])],
+        tail: &LabelTail,
+        samples: &[Sample],
+    ) {
+        let kept = |l: &&(&[u8], &[u8])| !l.1.is_empty();
+        let mut own: Vec<(&[u8], &[u8])>;
+        let mut head = head;
+        if !head.iter().all(|l| kept(&l)) || !head.is_sorted_by(|a, b| a.0 <= b.0) {
+            own = head.iter().filter(kept).copied().collect();
+            own.sort_by(|a, b| a.0.cmp(b.0));
+            head = &own;
+        }
+        if let (Some(last), Some(first)) = (head.last(), &tail.first) {
+            assert!(
+                last.0 < first.as_slice(),
+                "series_ending_with: head label {:?} does not sort below the tail",
+                String::from_utf8_lossy(last.0)
+            );
+        }
+        self.write(head, &tail.bytes, samples);
     }
 
     /// Appends a series built already (its labels are sorted and without empty values).
@@ -83,11 +153,13 @@ impl BatchWriter {
         self.series(&labels, &ts.samples);
     }
 
-    fn write(&mut self, labels: &[(&[u8], &[u8])], mut samples: &[Sample]) {
+    /// Writes a series: `labels` (sorted, no empty value), then `encoded` labels, then samples.
+    fn write(&mut self, labels: &[(&[u8], &[u8])], encoded: &[u8], mut samples: &[Sample]) {
         let labels_len: usize = labels
             .iter()
             .map(|(n, v)| field_len(label_body_len(n, v)))
-            .sum();
+            .sum::<usize>()
+            + encoded.len();
         while !samples.is_empty() {
             let room = self.max_samples - self.samples;
             let (piece, rest) = samples.split_at(samples.len().min(room));
@@ -105,6 +177,7 @@ impl BatchWriter {
             for (name, value) in labels {
                 put_label(&mut self.current, name, value);
             }
+            self.current.extend_from_slice(encoded);
             for s in piece {
                 put_sample(&mut self.current, s);
             }
@@ -207,6 +280,64 @@ mod tests {
                 "{limits:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_shared_tail_writes_the_bytes_of_the_whole_label_set() {
+        let limits = BatchLimits {
+            max_samples: 5,
+            max_bytes: 400,
+        };
+        let (mut whole, mut split) = (BatchWriter::new(limits), BatchWriter::new(limits));
+        let mut tail = LabelTail::default();
+        for i in 0..40usize {
+            let node = format!("node-{i}");
+            let pod = if i % 3 == 0 {
+                String::new()
+            } else {
+                "p".repeat(i)
+            };
+            // Unsorted, with an empty value now and then: left out and sorted as `series` does.
+            let tail_labels: [(&[u8], &[u8]); 3] = [
+                (b"pod", pod.as_bytes()),
+                (b"node", node.as_bytes()),
+                (b"empty", b""),
+            ];
+            tail.set(&tail_labels);
+            for part in ["dynamic", "idle", ""] {
+                let head: [(&[u8], &[u8]); 2] =
+                    [(b"component", part.as_bytes()), (b"__name__", b"m")];
+                let samples: Vec<Sample> = (0..(i % 4) as i64)
+                    .map(|k| Sample {
+                        value: k as f64,
+                        timestamp: 1_790_000_000_000 + k,
+                    })
+                    .collect();
+                let all: Vec<(&[u8], &[u8])> = head.iter().chain(&tail_labels).copied().collect();
+                whole.series(&all, &samples);
+                split.series_ending_with(&head, &tail, &samples);
+            }
+        }
+        assert_eq!(split.finish(), whole.finish());
+        let mut empty = LabelTail::default();
+        empty.set(&[(b"x", b"")]);
+        let (mut a, mut b) = (BatchWriter::new(limits), BatchWriter::new(limits));
+        let one = [Sample {
+            value: 1.0,
+            timestamp: 1,
+        }];
+        a.series(&[(b"__name__", b"m")], &one);
+        b.series_ending_with(&[(b"__name__", b"m")], &empty, &one);
+        assert_eq!(a.finish(), b.finish());
+    }
+
+    #[test]
+    #[should_panic(expected = "does not sort below the tail")]
+    fn a_head_sorting_after_the_tail_is_refused() {
+        let mut tail = LabelTail::default();
+        tail.set(&[(b"a", b"1")]);
+        let mut w = BatchWriter::new(BatchLimits::default());
+        w.series_ending_with(&[(b"b", b"2")], &tail, &[]);
     }
 
     #[test]

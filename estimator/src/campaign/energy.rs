@@ -161,8 +161,8 @@ pub async fn window(
             node_sum += watts;
             idle_sum += model.idle_power_watts.min(watts).max(0.0);
             for s in attribute(model, watts, usage, IdleSplit::Processes) {
-                let e = per.entry(s.container_id).or_default();
-                e.pod_uid = s.pod_uid;
+                let e = per.entry(s.container_id.to_string()).or_default();
+                e.pod_uid = s.pod_uid.to_string();
                 e.idle_joules += s.idle_watts;
                 e.dynamic_joules += s.dynamic_watts;
             }
