@@ -16,6 +16,7 @@
 #
 # Usage (root, after scripts/setup.sh):
 #   NODES="10 20 40" CONTAINERS=25 REPLICAS=1 PROMETHEUS=1 DURATION=60 scripts/scale-bench.sh
+# READ_TICKS=N passes --read.ticks-per-query N (N - 1 ticks more lag by design).
 # PROFILE=debug uses unoptimised binaries (quick check of the script; figures not representative).
 set -euo pipefail
 
@@ -25,6 +26,7 @@ K=${REPLICAS:-1}
 P=${PROMETHEUS:-1}
 DURATION=${DURATION:-60}
 WARMUP=${WARMUP:-20}
+READ_TICKS=${READ_TICKS:-1}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -157,7 +159,7 @@ EOF
     url=${prom_urls[$((k % P))]}
     port=$(free_port)
     "$bin/greenpipe-estimator" serve --prometheus-url "$url" \
-      --remote-write-url "$url/api/v1/write" --shard "$k/$K" --interval 1s \
+      --remote-write-url "$url/api/v1/write" --shard "$k/$K" --interval 1s --read.ticks-per-query "$READ_TICKS" \
       --web.listen-address "127.0.0.1:$port" --log.level error 2>>"$work/estimator.log" &
     pids+=($!)
     est_pids+=($!)
@@ -201,4 +203,4 @@ EOF
   if [ "$(calc "($max_lag <= 3) ? 1 : 0")" = 1.000000 ]; then largest=$n; fi
   stop_all
 done
-echo "largest fleet holding 1 s ticks with lag <= 3 s: $largest nodes x $C containers ($((largest * C)) containers), K=$K, P=$P"
+echo "largest fleet holding 1 s ticks with lag <= 3 s: $largest nodes x $C containers ($((largest * C)) containers), K=$K, P=$P, ticks per query $READ_TICKS"

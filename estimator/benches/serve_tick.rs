@@ -8,9 +8,10 @@
 //! throughput in samples per second. Prints figures; asserts nothing about time.
 //!
 //! `GREENPIPE_BENCH_NODES` and `GREENPIPE_BENCH_CONTAINERS` change the fleet size,
-//! `GREENPIPE_BENCH_TICKS` the ticks per range query (`serve --read.ticks-per-query`); figures are
-//! per tick either way.
+//! `GREENPIPE_BENCH_TICKS` the ticks per range query (`serve --read.ticks-per-query`: one read,
+//! and one write of series with a sample per tick); figures are per tick either way.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -18,12 +19,14 @@ use greenpipe_common::features::Feature;
 use greenpipe_common::model::ModelFile;
 use greenpipe_estimator::attribution::IdleSplit;
 use greenpipe_estimator::energy::Ledger;
-use greenpipe_estimator::estimate::{estimate_tick, tick_series, write_tick};
+use greenpipe_estimator::estimate::{
+    estimate_tick, tick_series, ticks_series, write_tick, write_ticks,
+};
 use greenpipe_estimator::promql::decode_matrix;
 use greenpipe_estimator::readout::{assemble, PROCESSES};
 use greenpipe_estimator::remote_write::wire::encode_request;
 use greenpipe_estimator::remote_write::{
-    batches, encode, sample_count, BatchLimits, BatchWriter, EncodedBatch,
+    batches, decode, encode, sample_count, BatchLimits, BatchWriter, EncodedBatch, Label, Sample,
 };
 use greenpipe_estimator::shard::Shard;
 
@@ -75,14 +78,15 @@ fn container_id(node: usize, c: usize) -> String {
 }
 
 /// Untimed: the bodies are those of the series built, batched, encoded and compressed one by one
-/// (the path before BatchWriter), byte for byte.
+/// (the path before BatchWriter), byte for byte; and they hold exactly the samples of the ticks
+/// laid out one at a time (the layout of one tick per request).
 fn check_bodies(
-    estimates: &greenpipe_estimator::estimate::TickEstimates<'_>,
-    energy: &greenpipe_estimator::energy::TickEnergy,
+    estimates: &[greenpipe_estimator::estimate::TickEstimates<'_>],
+    energy: &[greenpipe_estimator::energy::TickEnergy],
     bodies: &[EncodedBatch],
     raw_bytes: &mut usize,
 ) {
-    let series = batches(tick_series(estimates, energy), BatchLimits::default());
+    let series = batches(ticks_series(estimates, energy), BatchLimits::default());
     *raw_bytes = series.iter().map(|b| encode_request(b).len()).sum();
     let reference: Vec<EncodedBatch> = series
         .into_iter()
@@ -95,9 +99,26 @@ fn check_bodies(
         reference == bodies,
         "written bodies differ from the reference"
     );
+    type ByLabels = BTreeMap<Vec<Label>, Vec<Sample>>;
+    let mut one_by_one = ByLabels::new();
+    for (e, j) in estimates.iter().zip(energy) {
+        for ts in tick_series(e, j) {
+            one_by_one.entry(ts.labels).or_default().extend(ts.samples);
+        }
+    }
+    let mut written = ByLabels::new();
+    for b in bodies {
+        for ts in decode(&b.body).expect("bodies decode").timeseries {
+            written.entry(ts.labels).or_default().extend(ts.samples);
+        }
+    }
+    assert!(
+        one_by_one == written,
+        "written samples differ from the ticks laid out one by one"
+    );
     println!(
-        "bodies identical to tick_series + batches + encode (tick at {} ms): yes",
-        estimates.timestamp_ms
+        "bodies identical to ticks_series + batches + encode, and to {} tick(s) laid out one by one: yes",
+        estimates.len()
     );
 }
 
@@ -171,7 +192,7 @@ fn main() {
         let container = decode_matrix(container_body.as_bytes()).expect("container answer");
         let t1 = thread_cpu();
         // As serve does with --read.ticks-per-query N: one read, N ticks assembled from it, each
-        // estimated, counted and written on its own.
+        // estimated and counted, then all N written in one set of requests.
         let ticks = assemble(
             T_MS,
             1000,
@@ -184,25 +205,30 @@ fn main() {
         let t2 = thread_cpu();
         stage[0] += t1 - t0;
         stage[1] += t2 - t1;
-        for (i, tick) in ticks.iter().enumerate() {
+        let mut estimates = Vec::with_capacity(ticks.len());
+        let mut energy = Vec::with_capacity(ticks.len());
+        for tick in &ticks {
             let t2 = thread_cpu();
-            let estimates = estimate_tick(&models, tick, IdleSplit::Processes);
-            assert_eq!(estimates.nodes.len(), nodes, "every node estimated");
+            let e = estimate_tick(&models, tick, IdleSplit::Processes);
+            assert_eq!(e.nodes.len(), nodes, "every node estimated");
             let t3 = thread_cpu();
-            let energy = ledger.record(&estimates, 1000);
+            energy.push(ledger.record(&e, 1000));
             let t4 = thread_cpu();
-            let mut writer = BatchWriter::compressing(BatchLimits::default());
-            write_tick(&estimates, &energy, &mut writer);
-            let bodies = writer.finish();
-            let t5 = thread_cpu();
+            estimates.push(e);
             stage[2] += t3 - t2;
             stage[3] += t4 - t3;
-            stage[4] += t5 - t4;
-            samples = bodies.iter().map(|b| b.samples).sum();
-            wire_bytes = bodies.iter().map(|b| b.body.len()).sum::<usize>();
-            if round == 0 && (i == 0 || i + 1 == ticks.len()) {
-                check_bodies(&estimates, &energy, &bodies, &mut raw_bytes);
-            }
+        }
+        // The ticks of one read are written together, as serve does.
+        let t4 = thread_cpu();
+        let mut writer = BatchWriter::compressing(BatchLimits::default());
+        write_ticks(&estimates, &energy, &mut writer);
+        let bodies = writer.finish();
+        stage[4] += thread_cpu() - t4;
+        samples = bodies.iter().map(|b| b.samples).sum::<usize>() / ticks_per_query;
+        wire_bytes = bodies.iter().map(|b| b.body.len()).sum::<usize>() / ticks_per_query;
+        if round == 0 {
+            check_bodies(&estimates, &energy, &bodies, &mut raw_bytes);
+            raw_bytes /= ticks_per_query;
         }
         // Per tick.
         stages.push(stage.map(|d| d / ticks_per_query as u32));
@@ -262,7 +288,7 @@ fn main() {
         best_total.as_secs_f64() * 1e6 / estimates as f64
     );
     println!(
-        "remote write: {samples} samples per tick, {:.1} MB protobuf, {:.1} MB on the wire (snappy)",
+        "remote write: {samples} samples per tick, {:.1} MB protobuf, {:.1} MB on the wire (snappy), per tick",
         raw_bytes as f64 / 1e6,
         wire_bytes as f64 / 1e6
     );

@@ -2,14 +2,13 @@
 //! whose inputs are missing or not finite (with a reason), attribute, and lay out the samples.
 
 use greenpipe_common::model::{ModelFile, NodeModel};
-use greenpipe_common::names::{component, estimate, label};
 
 use crate::attribution::{attribute, IdleSplit, Share};
-use crate::energy::TickEnergy;
 use crate::readout::{NodeUsage, Tick};
-use bytes::Bytes;
 
-use crate::remote_write::{BatchWriter, Label, LabelTail, Sample, TimeSeries};
+mod layout;
+
+pub use layout::{tick_series, ticks_series, write_tick, write_ticks};
 
 /// Why a node got no estimate at a tick (the `reason` label of the skip counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,165 +111,4 @@ pub fn estimate_tick<'m>(
         }
     }
     out
-}
-
-/// The series of one tick: per node its power and idle power (and error against its meter), per
-/// container and `system` its idle and dynamic shares, and the energy counters of each of those
-/// (`energy`, from [`crate::energy::Ledger::record`] for the same estimates); one sample each, at
-/// the tick's time. The serve loop writes the same series with [`write_tick`]; this builds them
-/// (tests, tools).
-pub fn tick_series(estimates: &TickEstimates<'_>, energy: &TickEnergy) -> Vec<TimeSeries> {
-    let mut list = SeriesList {
-        timestamp_ms: estimates.timestamp_ms,
-        tail: Vec::new(),
-        out: Vec::with_capacity(estimates.nodes.iter().map(|n| 4 + 4 * n.shares.len()).sum()),
-    };
-    lay_out(estimates, energy, &mut list);
-    list.out
-}
-
-/// [`tick_series`] written straight into request bodies: the same series, the same bytes, without
-/// building a `TimeSeries` per sample, and the labels a container's series share encoded once.
-pub fn write_tick(estimates: &TickEstimates<'_>, energy: &TickEnergy, writer: &mut BatchWriter) {
-    lay_out(
-        estimates,
-        energy,
-        &mut Writing {
-            timestamp_ms: estimates.timestamp_ms,
-            tail: LabelTail::default(),
-            writer,
-        },
-    );
-}
-
-/// Where [`lay_out`] puts the series of a tick.
-trait Layout {
-    /// Labels ending every series that follows until the next call, in name order (after those of
-    /// the series' heads).
-    fn tail(&mut self, labels: &[(&[u8], &[u8])]);
-    /// A series: `head` labels in name order, then the current tail; one sample of `value`.
-    fn series(&mut self, head: &[(&[u8], &[u8])], value: f64);
-}
-
-/// The series built one by one (the reference for [`Writing`]).
-struct SeriesList {
-    timestamp_ms: i64,
-    tail: Vec<Label>,
-    out: Vec<TimeSeries>,
-}
-
-fn owned_labels<'l>(labels: &'l [(&'l [u8], &'l [u8])]) -> impl Iterator<Item = Label> + 'l {
-    labels.iter().map(|(n, v)| Label {
-        name: Bytes::copy_from_slice(n),
-        value: Bytes::copy_from_slice(v),
-    })
-}
-
-impl Layout for SeriesList {
-    fn tail(&mut self, labels: &[(&[u8], &[u8])]) {
-        self.tail = owned_labels(labels).collect();
-    }
-
-    fn series(&mut self, head: &[(&[u8], &[u8])], value: f64) {
-        let labels = owned_labels(head).chain(self.tail.iter().cloned());
-        let mut ts = TimeSeries::from_labels(labels.collect());
-        ts.samples.push(Sample {
-            value,
-            timestamp: self.timestamp_ms,
-        });
-        self.out.push(ts);
-    }
-}
-
-/// The series written straight into request bodies.
-struct Writing<'w> {
-    timestamp_ms: i64,
-    tail: LabelTail,
-    writer: &'w mut BatchWriter,
-}
-
-impl Layout for Writing<'_> {
-    fn tail(&mut self, labels: &[(&[u8], &[u8])]) {
-        self.tail.set(labels);
-    }
-
-    fn series(&mut self, head: &[(&[u8], &[u8])], value: f64) {
-        let sample = Sample {
-            value,
-            timestamp: self.timestamp_ms,
-        };
-        self.writer.series_ending_with(head, &self.tail, &[sample]);
-    }
-}
-
-/// Puts every series of the tick into `out`.
-fn lay_out(estimates: &TickEstimates<'_>, energy: &TickEnergy, out: &mut impl Layout) {
-    let b = |s: &'static str| s.as_bytes();
-    let (name, l_component, l_container, l_model, l_node, l_pod) = (
-        b("__name__"),
-        b(label::COMPONENT),
-        b(label::CONTAINER_ID),
-        b(label::MODEL),
-        b(label::NODE),
-        b(label::POD_UID),
-    );
-    let (node_power, node_idle, node_error, node_error_ratio, container_power) = (
-        b(estimate::NODE_POWER_WATTS),
-        b(estimate::NODE_IDLE_POWER_WATTS),
-        b(estimate::NODE_POWER_ERROR_WATTS),
-        b(estimate::NODE_POWER_ABS_ERROR_RATIO),
-        b(estimate::CONTAINER_POWER_WATTS),
-    );
-    let (node_energy, container_energy) = (
-        b(estimate::NODE_ENERGY_JOULES_TOTAL),
-        b(estimate::CONTAINER_ENERGY_JOULES_TOTAL),
-    );
-    let (idle, dynamic) = (b(component::IDLE), b(component::DYNAMIC));
-    assert_eq!(
-        estimates.nodes.len(),
-        energy.nodes.len(),
-        "energy recorded for these estimates"
-    );
-    for (e, joules) in estimates.nodes.iter().zip(&energy.nodes) {
-        let node = e.node.as_bytes();
-        // The label carries the version, so a recalibrated model starts new series.
-        let model_label = e.model.label();
-        let model = model_label.as_bytes();
-        // Labels in name order: __name__, component, container_id, model, node, pod_uid.
-        let node_labels =
-            |metric: &'static [u8]| [(name, metric), (l_model, model), (l_node, node)];
-        out.tail(&[]);
-        out.series(&node_labels(node_power), e.watts);
-        out.series(&node_labels(node_idle), e.idle_watts);
-        if let Some(measured) = e.meter_watts {
-            out.series(&node_labels(node_error), e.watts - measured);
-            // A meter reading 0 W is unplugged or idle-blind: no relative error from it.
-            if measured > 0.0 {
-                out.series(
-                    &node_labels(node_error_ratio),
-                    (e.watts - measured).abs() / measured,
-                );
-            }
-        }
-        out.series(&node_labels(node_energy), joules.joules);
-        for (s, share_joules) in e.shares.iter().zip(&joules.shares) {
-            let (id, pod) = (s.container_id.as_bytes(), s.pod_uid.as_bytes());
-            // The container's four series differ only in __name__ and component.
-            out.tail(&[
-                (l_container, id),
-                (l_model, model),
-                (l_node, node),
-                (l_pod, pod),
-            ]);
-            let parts = [
-                (idle, s.idle_watts, share_joules[0]),
-                (dynamic, s.dynamic_watts, share_joules[1]),
-            ];
-            for (part, watts, total) in parts {
-                for (metric, value) in [(container_power, watts), (container_energy, total)] {
-                    out.series(&[(name, metric), (l_component, part)], value);
-                }
-            }
-        }
-    }
 }

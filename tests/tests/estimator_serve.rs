@@ -1012,6 +1012,48 @@ fn reads_and_writes_over_tls_with_a_custom_ca_and_basic_auth() {
 }
 
 #[test]
+fn five_ticks_read_and_written_at_a_time_land_once_each_and_resume_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let prom = Prometheus::start(&[], "1s").expect("prometheus");
+    push_fleet(&prom.remote_write_url());
+    let models = model_file(dir.path());
+    // One read and one write per 5 ticks: every series of a write carries 5 samples.
+    let flags = ["--read.ticks-per-query=5"];
+    let mut est = start_estimator(&models, &prom.url, &prom.remote_write_url(), &flags);
+    wait_for(Duration::from_secs(60), || {
+        (node_power_ticks(&prom.url, "n1").len() >= 10).then_some(())
+    })
+    .expect("two groups of five ticks");
+    let groups = est.metric(self_metric::REMOTE_WRITE_REQUESTS_TOTAL, "outcome=\"2");
+    let ticks = est.metric(self_metric::TICKS_TOTAL, "");
+    assert!(
+        ticks >= 10.0 && groups <= ticks / 5.0 + 1.0,
+        "{ticks} ticks went out in {groups} requests"
+    );
+    est.guard.terminate();
+    std::thread::sleep(Duration::from_secs(8));
+    let restarted = now_ms();
+    est = start_estimator(&models, &prom.url, &prom.remote_write_url(), &flags);
+    wait_for(Duration::from_secs(60), || {
+        (node_power_ticks(&prom.url, "n1").last()?.0 >= restarted).then_some(())
+    })
+    .expect("the restarted estimator catches up");
+    for node in ["n1", "n2"] {
+        let (watts, _) = expected(node);
+        let ticks = node_power_ticks(&prom.url, node);
+        assert!(
+            ticks.iter().all(|(_, v)| (v - watts).abs() < 1e-9),
+            "{node}: {ticks:?}"
+        );
+        let times = check_balance_and_continuity(&prom.url, node, "10m");
+        assert!(times.len() >= 18, "{node}: {times:?}");
+        check_energy(&prom.url, node, "10m", 1000);
+    }
+    assert!(est.metric(self_metric::TICKS_BACKFILLED_TOTAL, "") >= 5.0);
+    assert_eq!(est.metric(self_metric::SAMPLES_DROPPED_TOTAL, ""), 0.0);
+}
+
+#[test]
 fn fifteen_second_ticks_conserve_power_backfill_and_count_energy() {
     let dir = tempfile::tempdir().unwrap();
     let prom = Prometheus::start(&[], "15s").expect("prometheus");

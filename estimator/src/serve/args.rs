@@ -111,8 +111,9 @@ pub struct ServeArgs {
     /// Most ticks read by one range query while catching up.
     #[arg(long = "backfill.max-ticks-per-query", default_value_t = 60)]
     pub backfill_max_ticks: usize,
-    /// Live ticks read together by one range query: N amortises each query's fixed cost and the
-    /// decoding of every series' labels over N ticks, at the price of N-1 ticks of extra lag.
+    /// Ticks read together by one range query and written together (one sample per tick in each
+    /// series): N amortises each query's fixed cost, the decoding of every series' labels and
+    /// the encoding of the written labels over N ticks, at the price of N-1 ticks of extra lag.
     #[arg(long = "read.ticks-per-query", default_value_t = 1)]
     pub read_ticks: usize,
     /// Timeout of one HTTP request.

@@ -1,9 +1,10 @@
 //! The tick loop: resume, read, estimate, write, advance.
 //!
 //! Ticks are multiples of `--interval` since the Unix epoch and every sample carries its tick's
-//! time, so a tick computed twice yields the same samples. Ticks are written strictly in order and
-//! each tick ends with its marker series, which is how a restarted estimator finds where it left
-//! off. A tick interrupted half-way is redone from the start: the samples it had already written
+//! time, so a tick computed twice yields the same samples. Ticks are written strictly in order,
+//! `--read.ticks-per-query` at a time (one sample per tick in each series), and each group ends
+//! with its ticks' marker samples, which is how a restarted estimator finds where it left off. A
+//! group interrupted half-way is redone from its first tick: the samples it had already written
 //! are sent again with the same timestamp and value, which Prometheus accepts (only a different
 //! value at the same timestamp, or an older timestamp, is refused).
 
@@ -18,7 +19,7 @@ use tracing::{info, warn};
 use crate::attribution::IdleSplit;
 use crate::endpoint::Endpoint;
 use crate::energy::Ledger;
-use crate::estimate::{estimate_tick, write_tick, SkipReason};
+use crate::estimate::{estimate_tick, write_ticks, SkipReason};
 use crate::model_registry::ModelRegistry;
 use crate::model_registry::RegistryError;
 use crate::models;
@@ -433,7 +434,8 @@ impl Pipeline {
         tokio::time::sleep(wait).await;
     }
 
-    /// Reads ticks `first..=last`, then estimates and writes them one by one, in order.
+    /// Reads ticks `first..=last`, then estimates and writes them in order, `--read.ticks-per-query`
+    /// at a time.
     async fn process(&mut self, first: i64, last: i64, ready: i64) -> Result<(), ReadError> {
         let step = self.step_ms();
         // Models change only here, between batches: every tick is estimated with one set.
@@ -467,30 +469,38 @@ impl Pipeline {
             (Some(_), None) => retry_later(),
             _ => {}
         }
-        for tick in &ticks {
-            let estimates = estimate_tick(&active.models, tick, self.config.idle_split);
-            let energy = self.energy.record(&estimates, step);
-            for (node, reason) in &estimates.skipped {
-                tracing::debug!(node, reason = reason.as_str(), "node skipped");
-                self.telemetry
-                    .nodes_skipped
-                    .with_label_values(&[reason.as_str()])
-                    .inc();
+        // --read.ticks-per-query N ticks go out together: one series per label set with N
+        // samples, the labels encoded and compressed once, not N times. Their markers go last,
+        // after every sample of the group, so a group cut short is redone whole on resume.
+        for group in ticks.chunks(self.config.read_ticks.max(1)) {
+            let mut estimates = Vec::with_capacity(group.len());
+            let mut energy = Vec::with_capacity(group.len());
+            for tick in group {
+                let e = estimate_tick(&active.models, tick, self.config.idle_split);
+                energy.push(self.energy.record(&e, step));
+                for (node, reason) in &e.skipped {
+                    tracing::debug!(node, reason = reason.as_str(), "node skipped");
+                    self.telemetry
+                        .nodes_skipped
+                        .with_label_values(&[reason.as_str()])
+                        .inc();
+                }
+                estimates.push(e);
             }
             // Laid out straight into request bodies: building the series first cost more than
             // the rest of the tick at fleet scale.
             let mut writer = BatchWriter::compressing(self.sender.limits());
-            write_tick(&estimates, &energy, &mut writer);
-            writer.push(&self.marker(tick.timestamp_ms));
+            write_ticks(&estimates, &energy, &mut writer);
+            writer.push(&self.marker(group.iter().map(|t| t.timestamp_ms)));
             self.sender.send_encoded(writer.finish()).await;
-            self.telemetry.ticks.inc();
-            if tick.timestamp_ms < ready {
-                self.telemetry.ticks_backfilled.inc();
+            for e in &estimates {
+                self.telemetry.ticks.inc();
+                if e.timestamp_ms < ready {
+                    self.telemetry.ticks_backfilled.inc();
+                }
+                self.telemetry.nodes_estimated.set(e.nodes.len() as i64);
             }
-            self.telemetry
-                .nodes_estimated
-                .set(estimates.nodes.len() as i64);
-            let t = tick.timestamp_ms as f64 / 1000.0;
+            let t = group.last().map_or(0, |t| t.timestamp_ms) as f64 / 1000.0;
             self.telemetry.last_tick.set(t);
             self.telemetry.lag_seconds.set(now_ms() as f64 / 1000.0 - t);
         }
@@ -498,14 +508,14 @@ impl Pipeline {
         Ok(())
     }
 
-    /// The marker series of a tick: its own time as the value.
-    fn marker(&self, t_ms: i64) -> TimeSeries {
+    /// The marker series of ticks: each tick's own time as its value.
+    fn marker(&self, ticks_ms: impl Iterator<Item = i64>) -> TimeSeries {
         let shard = self.config.shard.to_string();
         let mut ts = TimeSeries::new(estimate::TICK_TIMESTAMP_SECONDS, &[(label::SHARD, &shard)]);
-        ts.samples.push(Sample {
+        ts.samples.extend(ticks_ms.map(|t_ms| Sample {
             value: t_ms as f64 / 1000.0,
             timestamp: t_ms,
-        });
+        }));
         ts
     }
 
