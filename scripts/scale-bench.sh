@@ -10,6 +10,7 @@
 #                    node and container queries run concurrently, so the tick waits less)
 #   est cpu ms/tick  estimator user+system CPU per tick, summed over replicas
 #   prom cpu ms/s    CPU of all Prometheus servers per second (scrapes, queries, remote writes)
+#   expo cpu ms/s    CPU of all N exporters per second (they share this machine with the rest)
 #   lag s            largest greenpipe_estimator_lag_seconds seen (now - last tick written; the
 #                    default --delay of 2 s is included)
 # and finally the largest N whose lag stayed at or below 3 s with 1 s ticks.
@@ -104,15 +105,17 @@ metric() {
   curl -s "$1" | awk -v name="$2" '$1 == name || index($1, name "{") == 1 { s += $2 } END { print s + 0 }'
 }
 
-printf '%6s %4s %3s %3s %14s %16s %14s %7s\n' nodes ctrs K P "promql ms/tick" "est cpu ms/tick" "prom cpu ms/s" "lag s"
+printf '%6s %4s %3s %3s %14s %16s %14s %14s %7s\n' nodes ctrs K P "promql ms/tick" "est cpu ms/tick" "prom cpu ms/s" "expo cpu ms/s" "lag s"
 largest=0
 for n in $NODES; do
   targets=""
+  exp_pids=()
   for i in $(seq 0 $((n - 1))); do
     port=$(free_port)
     "$bin/greenpipe-exporter" --node-name "scale-$i" --no-collector.ebpf \
       --web.listen-address "127.0.0.1:$port" 2>/dev/null &
     pids+=($!)
+    exp_pids+=($!)
     targets="$targets\"127.0.0.1:$port\", "
   done
   prom_urls=()
@@ -168,7 +171,7 @@ EOF
   sleep "$WARMUP"
 
   snapshot() {
-    local est_cpu=0 ticks=0 query=0 prom_cpu=0 i
+    local est_cpu=0 ticks=0 query=0 prom_cpu=0 exp_cpu=0 i
     for i in "${!est_pids[@]}"; do
       est_cpu=$(calc "$est_cpu + $(cpu_seconds "${est_pids[$i]}")")
       ticks=$(calc "$ticks + $(metric "${est_metrics[$i]}" greenpipe_estimator_ticks_total)")
@@ -177,9 +180,12 @@ EOF
     for i in "${prom_pids[@]}"; do
       prom_cpu=$(calc "$prom_cpu + $(cpu_seconds "$i")")
     done
-    echo "$est_cpu $ticks $query $prom_cpu"
+    for i in "${exp_pids[@]}"; do
+      exp_cpu=$(calc "$exp_cpu + $(cpu_seconds "$i")")
+    done
+    echo "$est_cpu $ticks $query $prom_cpu $exp_cpu"
   }
-  read -r cpu0 ticks0 query0 prom0 < <(snapshot)
+  read -r cpu0 ticks0 query0 prom0 exp0 < <(snapshot)
   t0=$(date +%s.%N)
   max_lag=0
   end=$(( $(date +%s) + DURATION ))
@@ -190,15 +196,16 @@ EOF
       max_lag=$(calc "($lag > $max_lag) ? $lag : $max_lag")
     done
   done
-  read -r cpu1 ticks1 query1 prom1 < <(snapshot)
+  read -r cpu1 ticks1 query1 prom1 exp1 < <(snapshot)
   t1=$(date +%s.%N)
   # Ticks of one replica: every replica writes every tick (of its own nodes).
   ticks=$(calc "($ticks1 - $ticks0) / $K")
   if [ "$(calc "($ticks < 1) ? 1 : 0")" = 1.000000 ]; then ticks=1; fi
-  printf '%6d %4d %3d %3d %14.1f %16.1f %14.1f %7.2f\n' "$n" "$C" "$K" "$P" \
+  printf '%6d %4d %3d %3d %14.1f %16.1f %14.1f %14.1f %7.2f\n' "$n" "$C" "$K" "$P" \
     "$(calc "($query1 - $query0) * 1000 / $ticks")" \
     "$(calc "($cpu1 - $cpu0) * 1000 / $ticks")" \
     "$(calc "($prom1 - $prom0) * 1000 / ($t1 - $t0)")" \
+    "$(calc "($exp1 - $exp0) * 1000 / ($t1 - $t0)")" \
     "$max_lag"
   if [ "$(calc "($max_lag <= 3) ? 1 : 0")" = 1.000000 ]; then largest=$n; fi
   stop_all
