@@ -97,6 +97,20 @@ pub struct Meta {
     pub node: String,
     /// Prometheus URL.
     pub prometheus_url: String,
+    /// Where the steps ran (absent in directories of earlier versions: on the node).
+    #[serde(default)]
+    pub mode: Mode,
+}
+
+/// Where a campaign's steps run.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Processes started on this node.
+    #[default]
+    Local,
+    /// One Kubernetes Job per step, pinned to the node (`--kubernetes`).
+    Kubernetes,
 }
 
 fn meta_path(out: &Path) -> PathBuf {
@@ -139,17 +153,15 @@ fn run_campaign(args: RunArgs) -> anyhow::Result<()> {
     let meta = Meta {
         node: args.node.clone(),
         prometheus_url: args.prometheus_url.clone(),
+        mode: if args.kubernetes {
+            Mode::Kubernetes
+        } else {
+            Mode::Local
+        },
     };
     if let Ok(old) = std::fs::read_to_string(meta_path(&args.out)) {
         let old: Meta = serde_json::from_str(&old).context("campaign.json")?;
-        if old.node != meta.node {
-            bail!(
-                "{} is a campaign of node {:?}, not {:?}",
-                args.out.display(),
-                old.node,
-                meta.node
-            );
-        }
+        check_resume(&old, &meta, &args.out)?;
     }
     std::fs::write(meta_path(&args.out), serde_json::to_string_pretty(&meta)?)?;
     eprintln!(
@@ -195,6 +207,31 @@ fn run_campaign(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses to go on with a campaign directory of another node or run the other way.
+fn check_resume(old: &Meta, new: &Meta, out: &Path) -> anyhow::Result<()> {
+    if old.node != new.node {
+        bail!(
+            "{} is a campaign of node {:?}, not {:?}",
+            out.display(),
+            old.node,
+            new.node
+        );
+    }
+    // A step's window and its leftovers are found differently in each mode.
+    if old.mode != new.mode {
+        let (ran, flag) = match old.mode {
+            Mode::Local => ("on the node", "without"),
+            Mode::Kubernetes => ("as Kubernetes Jobs", "with"),
+        };
+        bail!(
+            "{} is a campaign whose steps ran {ran}; resume it the same way ({flag} --kubernetes), \
+             or use a new --out",
+            out.display()
+        );
+    }
+    Ok(())
+}
+
 fn rebuild(args: ReportArgs) -> anyhow::Result<()> {
     let plan = Plan::load(&args.out.join("plan.toml"))?;
     let text = std::fs::read_to_string(meta_path(&args.out))
@@ -227,4 +264,40 @@ fn finish(plan: &Plan, out: &Path, meta: &Meta, retrain: bool) -> anyhow::Result
     }
     eprintln!("campaign: report in {}", out.join("report.md").display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_campaign_resumes_only_on_its_node_and_in_its_mode() {
+        // Directories written before the mode was recorded ran on the node.
+        let old: Meta =
+            serde_json::from_str(r#"{"node": "pi-1", "prometheus_url": "http://p:9090"}"#).unwrap();
+        assert_eq!(old.mode, Mode::Local);
+        let out = Path::new("/tmp/c");
+        assert!(check_resume(&old, &old, out).is_ok());
+        let k8s = Meta {
+            mode: Mode::Kubernetes,
+            ..old.clone()
+        };
+        let text = serde_json::to_string(&k8s).unwrap();
+        assert!(text.contains(r#""mode":"kubernetes""#), "{text}");
+        let e = check_resume(&old, &k8s, out).unwrap_err().to_string();
+        assert!(
+            e.contains("ran on the node") && e.contains("without --kubernetes"),
+            "{e}"
+        );
+        let e = check_resume(&k8s, &old, out).unwrap_err().to_string();
+        assert!(
+            e.contains("as Kubernetes Jobs") && e.contains("(with --kubernetes)"),
+            "{e}"
+        );
+        let other = Meta {
+            node: "pi-2".into(),
+            ..old.clone()
+        };
+        assert!(check_resume(&old, &other, out).is_err());
+    }
 }
