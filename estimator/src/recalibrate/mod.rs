@@ -139,6 +139,15 @@ pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
         (0.0..=1.0).contains(&args.min_coverage),
         "--min-coverage must be in [0, 1]"
     );
+    if !args.once && args.refit_window > args.hold {
+        // The refit window ends at the refit, which comes --for after the error rose: a longer
+        // window reaches back before the drift and fits partly on how the machine was.
+        warn!(
+            refit_window = ?args.refit_window,
+            hold = ?args.hold,
+            "--refit-window is longer than --for: a refit may be fitted on samples from before the live error rose"
+        );
+    }
     let validation = load_validation(&args.validation_traces)?;
     let prometheus = Prometheus::new(Endpoint::new(
         "prometheus",
