@@ -32,7 +32,7 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct Common {
-    /// Address for /metrics [default: :9912].
+    /// Address for /metrics.
     #[arg(long = "web.listen-address", global = true, default_value = DEFAULT_WEB)]
     pub web_listen_address: String,
     /// Append one JSON line per run window to this file (docs/workloads.md).

@@ -47,7 +47,7 @@ pub enum BenchError {
     },
     #[error(
         "opening {} with O_DIRECT (the scratch directory's filesystem must support direct I/O: \
-         tmpfs does not)",
+         tmpfs before Linux 6.6, overlayfs and some FUSE filesystems do not)",
         path.display()
     )]
     OpenDirect {
