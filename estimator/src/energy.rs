@@ -11,12 +11,13 @@
 //! `increase()` handles) when they come back.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-// Looked up once per container per tick: foldhash instead of SipHash (ids are 64 characters).
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 use greenpipe_common::names::{component, label};
 
+use crate::attribution::Share;
 use crate::estimate::TickEstimates;
 use crate::promql::RangeSeries;
 use crate::shard::Shard;
@@ -27,13 +28,16 @@ struct NodeAccount {
     model: String,
     last_ms: i64,
     joules: f64,
-    // container_id → one entry per pod UID (nearly always one).
-    containers: FastMap<String, Vec<ContainerAccount>>,
+    // In the order of the last tick's shares, then any it did not have: a tick with the same
+    // containers walks them in step, comparing ids (pointers when the account was opened in the
+    // same read) instead of hashing a 64-character id per container into a map.
+    containers: Vec<ContainerAccount>,
 }
 
 #[derive(Debug, Clone)]
 struct ContainerAccount {
-    pod_uid: String,
+    container_id: Arc<str>,
+    pod_uid: Arc<str>,
     last_ms: i64,
     /// `[idle, dynamic]` joules.
     joules: [f64; 2],
@@ -77,28 +81,68 @@ impl NodeAccount {
             model: model.to_string(),
             last_ms: i64::MIN,
             joules: 0.0,
-            containers: FastMap::default(),
+            containers: Vec::new(),
         }
     }
 
+    /// The account of a container, by name (restoring: once per series at start).
     fn container(&mut self, id: &str, pod_uid: &str) -> &mut ContainerAccount {
-        if !self.containers.contains_key(id) {
-            self.containers
-                .insert(id.to_string(), Vec::with_capacity(1));
-        }
-        let entries = self.containers.get_mut(id).expect("inserted above");
-        let at = match entries.iter().position(|c| c.pod_uid == pod_uid) {
+        let at = match self
+            .containers
+            .iter()
+            .position(|c| &*c.container_id == id && &*c.pod_uid == pod_uid)
+        {
             Some(i) => i,
             None => {
-                entries.push(ContainerAccount {
-                    pod_uid: pod_uid.to_string(),
-                    last_ms: i64::MIN,
-                    joules: [0.0; 2],
-                });
-                entries.len() - 1
+                self.containers
+                    .push(ContainerAccount::new(Arc::from(id), Arc::from(pod_uid)));
+                self.containers.len() - 1
             }
         };
-        &mut entries[at]
+        &mut self.containers[at]
+    }
+
+    /// Puts the accounts of `shares` first, in their order; containers not seen before start at
+    /// zero. Nothing moves when the containers are those of the last tick.
+    fn align(&mut self, shares: &[Share]) {
+        let in_step = self.containers.len() >= shares.len()
+            && self.containers.iter().zip(shares).all(|(c, s)| c.is(s));
+        if in_step {
+            return;
+        }
+        let mut old: FastMap<(Arc<str>, Arc<str>), ContainerAccount> = self
+            .containers
+            .drain(..)
+            .map(|c| ((c.container_id.clone(), c.pod_uid.clone()), c))
+            .collect();
+        let mut aligned: Vec<ContainerAccount> = shares
+            .iter()
+            .map(|s| {
+                let key = (s.container_id.clone(), s.pod_uid.clone());
+                old.remove(&key)
+                    .unwrap_or_else(|| ContainerAccount::new(key.0, key.1))
+            })
+            .collect();
+        aligned.extend(old.into_values());
+        self.containers = aligned;
+    }
+}
+
+impl ContainerAccount {
+    fn new(container_id: Arc<str>, pod_uid: Arc<str>) -> ContainerAccount {
+        ContainerAccount {
+            container_id,
+            pod_uid,
+            last_ms: i64::MIN,
+            joules: [0.0; 2],
+        }
+    }
+
+    /// Whether this is the account of `share`'s container.
+    fn is(&self, share: &Share) -> bool {
+        (Arc::ptr_eq(&self.container_id, &share.container_id)
+            || self.container_id == share.container_id)
+            && (Arc::ptr_eq(&self.pod_uid, &share.pod_uid) || self.pod_uid == share.pod_uid)
     }
 }
 
@@ -140,11 +184,12 @@ impl Ledger {
             let account = self.account(&e.node, &e.model.label());
             account.last_ms = t;
             account.joules += e.watts.max(0.0) * seconds;
+            account.align(&e.shares);
             let shares = e
                 .shares
                 .iter()
-                .map(|s| {
-                    let c = account.container(&s.container_id, &s.pod_uid);
+                .zip(&mut account.containers)
+                .map(|(s, c)| {
                     c.last_ms = t;
                     c.joules[0] += s.idle_watts.max(0.0) * seconds;
                     c.joules[1] += s.dynamic_watts.max(0.0) * seconds;
@@ -168,10 +213,7 @@ impl Ledger {
     fn forget_before(&mut self, oldest_ms: i64) {
         self.nodes.retain(|_, accounts| {
             accounts.retain_mut(|a| {
-                a.containers.retain(|_, entries| {
-                    entries.retain(|c| c.last_ms >= oldest_ms);
-                    !entries.is_empty()
-                });
+                a.containers.retain(|c| c.last_ms >= oldest_ms);
                 a.last_ms >= oldest_ms
             });
             !accounts.is_empty()
@@ -232,7 +274,7 @@ impl Ledger {
         self.nodes
             .values()
             .flatten()
-            .map(|a| 1 + 2 * a.containers.values().map(Vec::len).sum::<usize>())
+            .map(|a| 1 + 2 * a.containers.len())
             .sum()
     }
 
@@ -330,6 +372,43 @@ mod tests {
         let e = ledger.record(&tick, 1000);
         assert_eq!(e.nodes[0].joules, 103.0);
         assert_eq!(e.nodes[0].shares[0], [1.0, 42.0]);
+    }
+
+    #[test]
+    fn containers_keep_their_totals_when_others_come_go_or_move() {
+        let models = models();
+        let tick = |t: i64, ids: &[&str]| {
+            let mut e = estimates(&models, t, 3.0);
+            e.nodes[0].shares = ids
+                .iter()
+                .map(|id| Share {
+                    container_id: (*id).into(),
+                    pod_uid: "p".into(),
+                    idle_watts: 1.0,
+                    dynamic_watts: 2.0,
+                })
+                .collect();
+            e
+        };
+        let mut ledger = Ledger::new(3_600_000);
+        let shares = |ledger: &mut Ledger, t, ids: &[&str]| {
+            ledger.record(&tick(t, ids), 1000).nodes[0].shares.clone()
+        };
+        assert_eq!(shares(&mut ledger, 1000, &["a", "b"]), [[1.0, 2.0]; 2]);
+        assert_eq!(
+            shares(&mut ledger, 2000, &["b", "c", "a"]),
+            [[2.0, 4.0], [1.0, 2.0], [2.0, 4.0]]
+        );
+        assert_eq!(shares(&mut ledger, 3000, &["a"]), [[3.0, 6.0]]);
+        assert_eq!(
+            shares(&mut ledger, 4000, &["c", "b"]),
+            [[2.0, 4.0], [3.0, 6.0]]
+        );
+        // The same pod UID under another id, and the same id in another pod, are other series.
+        let mut moved = tick(5000, &["c"]);
+        moved.nodes[0].shares[0].pod_uid = "q".into();
+        assert_eq!(ledger.record(&moved, 1000).nodes[0].shares, [[1.0, 2.0]]);
+        assert_eq!(ledger.len(), 1 + 2 * 4);
     }
 
     #[test]
