@@ -251,6 +251,27 @@ fn start_estimator(
     }
 }
 
+/// Stops `est`, keeps it down for `down`, starts it again with the same flags and waits (up to
+/// `timeout`) until n1 has a tick written after the restart.
+fn restart_and_catch_up(
+    mut est: Estimator,
+    down: Duration,
+    models: &Path,
+    prom: &Prometheus,
+    flags: &[&str],
+    timeout: Duration,
+) -> Estimator {
+    est.guard.terminate();
+    std::thread::sleep(down);
+    let restarted = now_ms();
+    let est = start_estimator(models, &prom.url, &prom.remote_write_url(), flags);
+    wait_for(timeout, || {
+        (node_power_ticks(&prom.url, "n1").last()?.0 >= restarted).then_some(())
+    })
+    .expect("the restarted estimator catches up");
+    est
+}
+
 impl Estimator {
     /// Sum of a self metric's series whose label text contains `labels` (0 when absent).
     fn metric(&self, name: &str, labels: &str) -> f64 {
@@ -1019,7 +1040,7 @@ fn five_ticks_read_and_written_at_a_time_land_once_each_and_resume_after_a_resta
     let models = model_file(dir.path());
     // One read and one write per 5 ticks: every series of a write carries 5 samples.
     let flags = ["--read.ticks-per-query=5"];
-    let mut est = start_estimator(&models, &prom.url, &prom.remote_write_url(), &flags);
+    let est = start_estimator(&models, &prom.url, &prom.remote_write_url(), &flags);
     wait_for(Duration::from_secs(60), || {
         (node_power_ticks(&prom.url, "n1").len() >= 10).then_some(())
     })
@@ -1030,14 +1051,14 @@ fn five_ticks_read_and_written_at_a_time_land_once_each_and_resume_after_a_resta
         ticks >= 10.0 && groups <= ticks / 5.0 + 1.0,
         "{ticks} ticks went out in {groups} requests"
     );
-    est.guard.terminate();
-    std::thread::sleep(Duration::from_secs(8));
-    let restarted = now_ms();
-    est = start_estimator(&models, &prom.url, &prom.remote_write_url(), &flags);
-    wait_for(Duration::from_secs(60), || {
-        (node_power_ticks(&prom.url, "n1").last()?.0 >= restarted).then_some(())
-    })
-    .expect("the restarted estimator catches up");
+    let est = restart_and_catch_up(
+        est,
+        Duration::from_secs(8),
+        &models,
+        &prom,
+        &flags,
+        Duration::from_secs(60),
+    );
     for node in ["n1", "n2"] {
         let (watts, _) = expected(node);
         let ticks = node_power_ticks(&prom.url, node);
@@ -1067,20 +1088,20 @@ fn fifteen_second_ticks_conserve_power_backfill_and_count_energy() {
     let models = model_file(dir.path());
     // --rate-window defaults to 4 x 15 s: four scrapes per rate().
     let flags = ["--interval=15s", "--delay=2s"];
-    let mut est = start_estimator(&models, &prom.url, &prom.remote_write_url(), &flags);
+    let est = start_estimator(&models, &prom.url, &prom.remote_write_url(), &flags);
     wait_for(Duration::from_secs(90), || {
         (node_power_ticks(&prom.url, "n1").len() >= 2).then_some(())
     })
     .expect("two 15 s ticks");
     // Down for more than two ticks; the restarted estimator backfills them.
-    est.guard.terminate();
-    std::thread::sleep(Duration::from_secs(35));
-    let restarted = now_ms();
-    est = start_estimator(&models, &prom.url, &prom.remote_write_url(), &flags);
-    wait_for(Duration::from_secs(90), || {
-        (node_power_ticks(&prom.url, "n1").last()?.0 >= restarted).then_some(())
-    })
-    .expect("the restarted estimator catches up");
+    let est = restart_and_catch_up(
+        est,
+        Duration::from_secs(35),
+        &models,
+        &prom,
+        &flags,
+        Duration::from_secs(90),
+    );
     for node in ["n1", "n2"] {
         let (watts, _) = expected(node);
         let ticks = node_power_ticks(&prom.url, node);
