@@ -2,8 +2,8 @@
 
 use std::fs;
 
-use greenpipe_common::names::label;
 use greenpipe_common::contract;
+use greenpipe_common::names::label;
 
 use super::{CollectError, Collector, Context, Report, Spec};
 use crate::metrics::MetricSet;
@@ -93,24 +93,12 @@ impl Collector for CpuCollector {
                 ticks as f64 / self.ticks_per_second,
             );
         }
-        out.gauge(
-            &contract::node::CPUS,
-            &[],
-            stat.cpus as f64,
-        );
+        out.gauge(&contract::node::CPUS, &[], stat.cpus as f64);
         if let Some(v) = stat.context_switches {
-            out.counter(
-                &contract::node::CONTEXT_SWITCHES_TOTAL,
-                &[],
-                v as f64,
-            );
+            out.counter(&contract::node::CONTEXT_SWITCHES_TOTAL, &[], v as f64);
         }
         if let Some(v) = stat.procs_running {
-            out.gauge(
-                &contract::node::PROCS_RUNNING,
-                &[],
-                v as f64,
-            );
+            out.gauge(&contract::node::PROCS_RUNNING, &[], v as f64);
         }
         Ok(())
     }

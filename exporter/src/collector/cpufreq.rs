@@ -6,8 +6,8 @@
 
 use std::path::PathBuf;
 
-use greenpipe_common::names::label;
 use greenpipe_common::contract;
+use greenpipe_common::names::label;
 
 use super::source::TextFile;
 use super::{CollectError, Collector, Context, Report, Spec};

@@ -10,8 +10,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use greenpipe_common::names::label;
 use greenpipe_common::contract;
+use greenpipe_common::names::label;
 
 use super::source::TextFile;
 use super::{CollectError, Collector, Context, Report, Spec};
@@ -194,16 +194,8 @@ impl Collector for Diskstats {
                 ("write", d.write_bytes, d.writes),
             ] {
                 let labels = [(label::DEVICE, d.name), (label::DIRECTION, direction)];
-                out.counter(
-                    &contract::node::DISK_BYTES_TOTAL,
-                    &labels,
-                    bytes as f64,
-                );
-                out.counter(
-                    &contract::node::DISK_OPERATIONS_TOTAL,
-                    &labels,
-                    ops as f64,
-                );
+                out.counter(&contract::node::DISK_BYTES_TOTAL, &labels, bytes as f64);
+                out.counter(&contract::node::DISK_OPERATIONS_TOTAL, &labels, ops as f64);
             }
         }
         Ok(())

@@ -1,7 +1,7 @@
 //! `/proc/meminfo`: node memory by state, in bytes.
 
-use greenpipe_common::names::label;
 use greenpipe_common::contract;
+use greenpipe_common::names::label;
 
 use super::source::TextFile;
 use super::{CollectError, Collector, Context, Report, Spec};
@@ -101,7 +101,11 @@ impl Collector for Meminfo {
         report.malformed_lines += malformed;
         for ((_, state), value) in STATES.iter().zip(values.0) {
             if let Some(v) = value {
-                out.gauge(&contract::node::MEMORY_BYTES, &[(label::STATE, state)], v as f64);
+                out.gauge(
+                    &contract::node::MEMORY_BYTES,
+                    &[(label::STATE, state)],
+                    v as f64,
+                );
             }
         }
         if let Some(used) = values.used() {

@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use greenpipe_common::names::label;
 use greenpipe_common::contract;
+use greenpipe_common::names::label;
 use tracing::{info, warn};
 
 use super::{CollectError, Collector, Context, Failure, Report, Spec};
@@ -66,8 +66,7 @@ fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
                         return Err(Failure::DuplicateMeter { name: channel.name }.into());
                     }
                     info!(meter = %channel.name, kind = %channel.kind, %spec, "meter configured");
-                    let worker = Worker::spawn(channel, backoff)
-                        .map_err(Failure::MeterThread)?;
+                    let worker = Worker::spawn(channel, backoff).map_err(Failure::MeterThread)?;
                     channels.push(ChannelState {
                         worker,
                         // Readings further apart than a few ticks are not integrated.
@@ -153,11 +152,7 @@ impl Collector for MeterCollector {
                 }
             };
             ch.up = Some(good);
-            out.gauge(
-                &contract::meter::UP,
-                &labels,
-                if good { 1.0 } else { 0.0 },
-            );
+            out.gauge(&contract::meter::UP, &labels, if good { 1.0 } else { 0.0 });
             out.counter(
                 &contract::meter::ENERGY_JOULES_TOTAL,
                 &labels,
@@ -174,11 +169,7 @@ impl Collector for MeterCollector {
                 );
             }
             if let Some(t) = ch.last_good_unix {
-                out.gauge(
-                    &contract::meter::LAST_READING_TIMESTAMP_SECONDS,
-                    &labels,
-                    t,
-                );
+                out.gauge(&contract::meter::LAST_READING_TIMESTAMP_SECONDS, &labels, t);
             }
         }
         Ok(())
@@ -188,31 +179,15 @@ impl Collector for MeterCollector {
 fn emit_reading(out: &mut MetricSet, labels: &[(&'static str, &str)], r: &meter::Reading) {
     let finite = |v: Option<f64>| v.filter(|x| x.is_finite());
     if let Some(w) = finite(r.power_watts) {
-        out.gauge(
-            &contract::meter::POWER_WATTS,
-            labels,
-            w,
-        );
+        out.gauge(&contract::meter::POWER_WATTS, labels, w);
     }
     if let Some(v) = finite(r.voltage_volts) {
-        out.gauge(
-            &contract::meter::VOLTAGE_VOLTS,
-            labels,
-            v,
-        );
+        out.gauge(&contract::meter::VOLTAGE_VOLTS, labels, v);
     }
     if let Some(a) = finite(r.current_amperes) {
-        out.gauge(
-            &contract::meter::CURRENT_AMPERES,
-            labels,
-            a,
-        );
+        out.gauge(&contract::meter::CURRENT_AMPERES, labels, a);
     }
     if let Some(c) = finite(r.temperature_celsius) {
-        out.gauge(
-            &contract::meter::TEMPERATURE_CELSIUS,
-            labels,
-            c,
-        );
+        out.gauge(&contract::meter::TEMPERATURE_CELSIUS, labels, c);
     }
 }

@@ -1,7 +1,7 @@
 //! `/proc/net/dev`: network bytes and packets per interface (without `lo` unless asked).
 
-use greenpipe_common::names::label;
 use greenpipe_common::contract;
+use greenpipe_common::names::label;
 
 use super::source::TextFile;
 use super::{CollectError, Collector, Context, Report, Spec};
@@ -107,11 +107,7 @@ impl Collector for Netdev {
                 ("transmit", d.tx_bytes, d.tx_packets),
             ] {
                 let labels = [(label::DEVICE, d.name), (label::DIRECTION, direction)];
-                out.counter(
-                    &contract::node::NETWORK_BYTES_TOTAL,
-                    &labels,
-                    bytes as f64,
-                );
+                out.counter(&contract::node::NETWORK_BYTES_TOTAL, &labels, bytes as f64);
                 out.counter(
                     &contract::node::NETWORK_PACKETS_TOTAL,
                     &labels,

@@ -16,8 +16,8 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use greenpipe_common::names::{label, source};
 use greenpipe_common::contract;
+use greenpipe_common::names::{label, source};
 use perf_event_open_sys as sys;
 use tracing::warn;
 
@@ -354,11 +354,7 @@ impl Collector for PerfCollector {
             .values()
             .map(|(_, g)| g.len() * EVENTS.len())
             .sum();
-        out.gauge(
-            &contract::exporter::PERF_EVENTS_OPEN,
-            &[],
-            fds as f64,
-        );
+        out.gauge(&contract::exporter::PERF_EVENTS_OPEN, &[], fds as f64);
         Ok(())
     }
 }

@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
 use greenpipe_common::contract;
+use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
 
 use super::source::read_into;
 use super::{CollectError, Collector, Context, Report, Spec};

@@ -1,7 +1,7 @@
 //! `/proc/vmstat`: page-cache and paging activity.
 
-use greenpipe_common::names::label;
 use greenpipe_common::contract;
+use greenpipe_common::names::label;
 
 use super::source::TextFile;
 use super::{CollectError, Collector, Context, Report, Spec};

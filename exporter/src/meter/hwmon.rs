@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::energy::CounterRate;
-use super::{DeviceEnergy, Detected, KindDef, ReadError, Reading, Reason};
+use super::{Detected, DeviceEnergy, KindDef, ReadError, Reading, Reason};
 use crate::paths::Paths;
 
 const TARGET_HELP: &str = "`auto` (every power sensor) or a chip directory name, e.g. hwmon2";
@@ -27,7 +27,12 @@ pub static KIND: KindDef = KindDef {
     name: "hwmon",
     target_help: TARGET_HELP,
     about: "hwmon power sensors under /sys/class/hwmon (INA219/INA226/INA3221/INA238/INA260)",
-    reasons: &[Reason::Unplugged, Reason::Timeout, Reason::BadResponse, Reason::Io],
+    reasons: &[
+        Reason::Unplugged,
+        Reason::Timeout,
+        Reason::BadResponse,
+        Reason::Io,
+    ],
     check_target: |target| super::check_directory_name(target, TARGET_HELP),
     build: |spec, paths, _| Ok(super::prefixed(spec, build(paths, &spec.target)?)),
     detect: |paths, _| Detected::listed("hwmon", build(paths, "auto")),

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::energy::CounterRate;
-use super::{DeviceEnergy, Detected, KindDef, ReadError, Reading, Reason};
+use super::{Detected, DeviceEnergy, KindDef, ReadError, Reading, Reason};
 use crate::paths::Paths;
 
 const TARGET_HELP: &str =
@@ -24,7 +24,12 @@ pub static KIND: KindDef = KindDef {
     name: "rapl",
     target_help: TARGET_HELP,
     about: "RAPL energy counters under /sys/class/powercap",
-    reasons: &[Reason::Unplugged, Reason::Timeout, Reason::BadResponse, Reason::Io],
+    reasons: &[
+        Reason::Unplugged,
+        Reason::Timeout,
+        Reason::BadResponse,
+        Reason::Io,
+    ],
     check_target: |target| super::check_directory_name(target, TARGET_HELP),
     build: |spec, paths, _| Ok(super::prefixed(spec, build(paths, &spec.target)?)),
     detect: |paths, _| Detected::listed("rapl", build(paths, "auto")),

@@ -37,8 +37,8 @@ pub mod remainder;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
 use greenpipe_common::contract;
+use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
 
 use self::layout::Layout;
 use self::parse::IoBytes;
@@ -414,11 +414,7 @@ impl Collector for CgroupCollector {
                     report.malformed_lines += malformed;
                 }
             }
-            out.gauge(
-                &contract::container::PROCESSES,
-                &labels,
-                processes as f64,
-            );
+            out.gauge(&contract::container::PROCESSES, &labels, processes as f64);
             sums.processes += processes;
             if t.hierarchy == self.complete {
                 host_processes += processes;
@@ -450,7 +446,12 @@ impl Collector for CgroupCollector {
                         for (direction, bytes) in [("receive", rx), ("transmit", tx)] {
                             out.counter(
                                 &contract::container::NETWORK_BYTES_TOTAL,
-                                &[labels[0], labels[1], (label::DIRECTION, direction), (label::SOURCE, source::PROCFS)],
+                                &[
+                                    labels[0],
+                                    labels[1],
+                                    (label::DIRECTION, direction),
+                                    (label::SOURCE, source::PROCFS),
+                                ],
                                 bytes as f64,
                             );
                         }
@@ -533,7 +534,6 @@ impl CgroupCollector {
     }
 }
 
-
 fn emit_cpu(out: &mut MetricSet, labels: &[(&'static str, &str); 2], seconds: f64) {
     out.counter(
         &contract::container::CPU_SECONDS_TOTAL,
@@ -543,11 +543,7 @@ fn emit_cpu(out: &mut MetricSet, labels: &[(&'static str, &str); 2], seconds: f6
 }
 
 fn emit_memory(out: &mut MetricSet, labels: &[(&'static str, &str); 2], bytes: u64) {
-    out.gauge(
-        &contract::container::MEMORY_BYTES,
-        labels,
-        bytes as f64,
-    );
+    out.gauge(&contract::container::MEMORY_BYTES, labels, bytes as f64);
 }
 
 fn emit_disk(out: &mut MetricSet, labels: &[(&'static str, &str); 2], io: IoBytes) {

@@ -17,8 +17,8 @@ mod ledger;
 pub mod processes;
 mod slices;
 
-pub(crate) use emit::{emit_counters, Families};
 use emit::CONTAINER_FAMILIES;
+pub(crate) use emit::{emit_counters, Families};
 pub use ledger::{Ledger, Owner, Totals};
 use slices::READ_ATTEMPTS;
 pub use slices::{held_ns, no_flush_between, open_ns, running_ns, schedstat_runtime};
@@ -26,8 +26,8 @@ pub use slices::{held_ns, no_flush_between, open_ns, running_ns, schedstat_runti
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 
-use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
 use greenpipe_common::contract;
+use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
 use tracing::warn;
 
 use super::{CollectError, Collector, Context, Failure, OptionsError, Report, Spec};

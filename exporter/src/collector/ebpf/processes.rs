@@ -11,8 +11,8 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use greenpipe_common::names::source;
 use greenpipe_common::contract;
+use greenpipe_common::names::source;
 
 use super::{emit_counters, Families};
 use crate::bpf::abi::{CgroupCounters, RunningSlice};

@@ -41,7 +41,9 @@ mod codec;
 mod discovery;
 mod transport;
 
-pub use codec::{decode, encode, DataGroup, Frame, FrameError, Model, END_MARKER, FRAME_LEN, REQUEST};
+pub use codec::{
+    decode, encode, DataGroup, Frame, FrameError, Model, END_MARKER, FRAME_LEN, REQUEST,
+};
 pub use discovery::{detect, Probe};
 pub use transport::{open, poll};
 
@@ -184,4 +186,3 @@ impl super::Meter for UsbUmMeter {
         result.map(|f| f.reading())
     }
 }
-
