@@ -6,7 +6,7 @@
 //! idle floor and scale dynamic power; they do not change which features explain power. Two
 //! parameters fitted on minutes of data are well determined where a new tree ensemble on the
 //! same minutes would overfit the workload mix of that window, and the fit costs microseconds
-//! instead of minutes of CPU on a Pi (figures in notes/issue18.md).
+//! instead of minutes of CPU on a Pi (figures in docs/benchmarks.md, "Recalibration").
 //!
 //! Every model kind is linear in its outputs (leaves, targets, coefficients), so the corrected
 //! model is the same kind with changed parameters: a recalibrated file loads in every build that
