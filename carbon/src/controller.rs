@@ -55,9 +55,9 @@ pub enum ControllerError {
     /// Listing the nodes failed.
     #[error("listing nodes")]
     ListNodes(#[source] kube::Error),
-    /// The SIGTERM handler cannot be installed.
-    #[error("installing the SIGTERM handler")]
-    Signal(#[source] std::io::Error),
+    /// The SIGTERM or SIGINT handler cannot be installed.
+    #[error(transparent)]
+    Signal(#[from] greenpipe_common::shutdown::SignalError),
 }
 
 /// How nodes map to grid zones.
@@ -375,6 +375,8 @@ pub async fn run(
                 .map_err(ControllerError::Connect)?,
         ),
     };
+    // Installed once, before the first round: a SIGTERM during a round ends the next wait.
+    let mut stop = greenpipe_common::shutdown::Shutdown::install()?;
     loop {
         let now = settings.at.unwrap_or_else(crate::time::now);
         let zf = forecast_all(&http, &settings.sources, &settings.credentials, now).await;
@@ -437,12 +439,12 @@ pub async fn run(
         if settings.once {
             return Ok(());
         }
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(ControllerError::Signal)?;
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_secs(settings.interval.max(1) as u64)) => {}
-            _ = tokio::signal::ctrl_c() => return Ok(()),
-            _ = term.recv() => return Ok(()),
+            signal = stop.recv() => {
+                tracing::info!(signal, "shutting down");
+                return Ok(());
+            }
         }
     }
 }

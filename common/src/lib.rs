@@ -3,10 +3,13 @@
 //! Everything that two binaries must agree on lives here and only here: metric names and label
 //! keys ([`names`]), the canonical feature set of the trace CSV format ([`features`]) and the
 //! versioned model file ([`model`]). Small helpers that more than one crate needs live here
-//! once: [`linalg`] (Cholesky), [`listen`] (`--web.listen-address`), [`secret`] (secret files),
-//! [`error_chain`] and, with feature `plots`, [`plot_font`]. The only I/O is reading a secret or font file.
+//! once: [`container_id`] (container and pod from a cgroup path), [`linalg`] (Cholesky),
+//! [`listen`] (`--web.listen-address`), [`secret`] (secret files), [`error_chain`], with feature
+//! `plots` [`plot_font`], and with feature `shutdown` [`shutdown`] (SIGTERM and SIGINT). The
+//! only I/O is reading a secret or font file.
 #![deny(missing_docs)]
 
+pub mod container_id;
 pub mod contract;
 pub mod features;
 pub mod linalg;
@@ -16,6 +19,8 @@ pub mod names;
 #[cfg(feature = "plots")]
 pub mod plot_font;
 pub mod secret;
+#[cfg(feature = "shutdown")]
+pub mod shutdown;
 pub mod trace;
 
 /// An error and its sources, `: `-separated, as `anyhow` prints `{:#}`: for texts that end up in

@@ -3,7 +3,6 @@
 //! and benchmarks can drive them directly.
 
 pub mod attribution;
-pub mod campaign;
 pub mod endpoint;
 pub mod energy;
 pub mod estimate;

@@ -1,10 +1,10 @@
 //! Run with `cargo run -p greenpipe-estimator -- --help`.
 //!
 //! One binary for the online estimator and the offline pipeline (dataset, train, validate,
-//! crossval); one variant and one module per subcommand, each owning its arguments.
+//! crossval; profiling campaigns are `greenpipe-campaign`); one variant and one module per subcommand, each owning its arguments.
 
 use clap::{Parser, Subcommand};
-use greenpipe_estimator::{campaign, offline, serve, view};
+use greenpipe_estimator::{offline, serve, view};
 
 /// GreenPipe estimator: per-node power models, container attribution, remote write.
 #[derive(Debug, Parser)]
@@ -33,9 +33,6 @@ enum Command {
     Crossval(offline::cli::CrossvalCli),
     /// Live view of predicted node and container power (the quick start's screen).
     View(view::ViewArgs),
-    /// Profiling campaigns: run a plan's steps, then dataset, train, validate and report.
-    #[command(subcommand)]
-    Campaign(campaign::CampaignCommand),
 }
 
 fn main() {
@@ -55,7 +52,6 @@ fn main() {
         Command::Validate(args) => args.run(),
         Command::Crossval(args) => args.run(),
         Command::View(args) => view::run(args),
-        Command::Campaign(args) => campaign::run(args),
         Command::Recalibrate(args) => greenpipe_estimator::recalibrate::run(*args),
     };
     if let Err(err) = result {

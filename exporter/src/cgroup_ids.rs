@@ -2,7 +2,7 @@
 //!
 //! A cgroup v2 id is the inode number of the cgroup's directory (`bpf_get_current_cgroup_id`
 //! returns it), so one walk of the v2 tree maps every live id to its path, and from the path
-//! [`crate::container_id::from_cgroup_path`] gives the container. On a hybrid host the v2 tree
+//! [`greenpipe_common::container_id::from_cgroup_path`] gives the container. On a hybrid host the v2 tree
 //! is `<cgroupfs>/unified`; on a pure v2 host it is `<cgroupfs>` itself.
 
 use std::collections::HashMap;
@@ -10,7 +10,7 @@ use std::io;
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::container_id::{from_cgroup_path, ContainerRef};
+use greenpipe_common::container_id::{from_cgroup_path, ContainerRef};
 
 /// The mount point of the cgroup v2 hierarchy under `cgroupfs`, if there is one.
 pub fn v2_root(cgroupfs: &Path) -> Option<PathBuf> {

@@ -10,7 +10,6 @@ pub mod bpf;
 pub mod cgroup_ids;
 pub mod collector;
 pub mod config;
-pub mod container_id;
 pub mod http;
 pub mod meter;
 pub mod metrics;

@@ -27,7 +27,10 @@ fn run() -> anyhow::Result<()> {
     match config.command {
         None => serve(config),
         Some(Command::Meters) => {
-            print!("{}", meter::report(&config));
+            print!(
+                "{}",
+                meter::report(&config.paths, config.meter_timeout, &config.meters)
+            );
             Ok(())
         }
     }
@@ -55,11 +58,16 @@ fn serve(config: Config) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
+        let mut stop = greenpipe_common::shutdown::Shutdown::install()?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("listening on {listen}"))?;
         info!(address = %listener.local_addr()?, %path, "serving metrics");
-        greenpipe_web::serve(listener, http::app(shared, &path), web, shutdown_signal()).await?;
+        let shutdown = async move {
+            let signal = stop.recv().await;
+            info!(signal, "shutting down");
+        };
+        greenpipe_web::serve(listener, http::app(shared, &path), web, shutdown).await?;
         anyhow::Ok(())
     })?;
     stop.store(true, Ordering::Relaxed);
@@ -68,12 +76,3 @@ fn serve(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("installing SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term.recv() => {},
-    }
-    info!("shutting down");
-}

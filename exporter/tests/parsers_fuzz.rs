@@ -7,7 +7,7 @@
 use greenpipe_exporter::collector::cgroup::parse as cg;
 use greenpipe_exporter::collector::{cpu, diskstats, meminfo, netdev, vmstat};
 use greenpipe_exporter::config::Config;
-use greenpipe_exporter::container_id;
+use greenpipe_common::container_id;
 use greenpipe_exporter::meter::{hwmon, rapl, shelly, tasmota, Meter};
 use greenpipe_exporter::paths::Paths;
 use proptest::prelude::*;

@@ -45,7 +45,7 @@ pub fn cgroup_files(data: &[u8]) {
     let _ = cg::blkio_service_bytes(&text, |_, _| true);
     let _ = cg::procs(&text);
     for line in text.lines() {
-        if let Some(c) = greenpipe_exporter::container_id::from_cgroup_path(line) {
+        if let Some(c) = greenpipe_common::container_id::from_cgroup_path(line) {
             assert_eq!(c.container_id.len(), 64, "container id from {line:?}");
             assert!(
                 c.container_id.bytes().all(|b| b.is_ascii_hexdigit()),

@@ -103,6 +103,6 @@ impl Drop for DemoPod {
             let procs = std::fs::read_to_string(self.leaf.join("cgroup.procs")).ok()?;
             procs.trim().is_empty().then_some(())
         });
-        greenpipe_estimator::campaign::pod::remove_scope(&self.top);
+        greenpipe_campaign::pod::remove_scope(&self.top);
     }
 }

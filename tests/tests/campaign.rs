@@ -1,4 +1,4 @@
-//! `greenpipe-estimator campaign run` end to end on this machine: the exporter (with a closed-loop
+//! `greenpipe-campaign run` end to end on this machine: the exporter (with a closed-loop
 //! emulated UM25C — a test fixture whose power follows this machine's real load), a real
 //! Prometheus scraping it every second, and the CI plan's real workloads in pod-shaped cgroups;
 //! then the traces, model, validation, energy and report it writes. A second test interrupts a
@@ -42,8 +42,8 @@ fn stack(dir: &Path, node: &str, meter: Option<&Path>) -> (Guard, Prometheus) {
 }
 
 fn campaign(args: &[&str], out: &Path) -> Command {
-    let mut cmd = Command::new(workspace_binary("greenpipe-estimator"));
-    cmd.arg("campaign").args(args).arg("--out").arg(out);
+    let mut cmd = Command::new(workspace_binary("greenpipe-campaign"));
+    cmd.args(args).arg("--out").arg(out);
     cmd
 }
 

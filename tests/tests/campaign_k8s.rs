@@ -1,4 +1,4 @@
-//! `greenpipe-estimator campaign run --kubernetes` against a real control plane (etcd,
+//! `greenpipe-campaign run --kubernetes` against a real control plane (etcd,
 //! kube-apiserver, kube-controller-manager with its Job controller, kube-scheduler, kwok; see
 //! scripts/control-plane.sh). kwok's fake kubelets run nothing: a Job's pod "runs" until the
 //! standard annotation `pod-complete.stage.kwok.x-k8s.io/delay` has passed, and kwok's chaos stage
@@ -179,8 +179,8 @@ fn kubernetes_campaign_runs_jobs_pinned_to_the_node_and_resumes() {
     std::fs::write(&plan, PLAN).unwrap();
     let out = dir.path().join("campaign");
     let campaign = || {
-        let mut c = Command::new(workspace_binary("greenpipe-estimator"));
-        c.args(["campaign", "run", "--kubernetes", "--plan"])
+        let mut c = Command::new(workspace_binary("greenpipe-campaign"));
+        c.args(["run", "--kubernetes", "--plan"])
             .arg(&plan)
             .args(["--node", NODE, "--prometheus-url", &prom.url, "--out"])
             .arg(&out)

@@ -212,6 +212,7 @@ fn containerfile_parses_and_builds_both_binaries() {
     for (bin, dir) in [
         ("greenpipe-exporter", "exporter"),
         ("greenpipe-estimator", "estimator"),
+        ("greenpipe-campaign", "campaign"),
         ("greenpipe-carbon", "carbon"),
         ("greenpipe-workload", "workloads"),
     ] {

@@ -26,7 +26,7 @@ fn energy_per_inference_rule_unit_test_passes() {
     .unwrap();
     for name in [
         greenpipe_common::names::estimate::CONTAINER_POWER_WATTS,
-        greenpipe_estimator::campaign::workload_metrics::INFERENCES_TOTAL,
+        greenpipe_campaign::workload_metrics::INFERENCES_TOTAL,
         greenpipe_estimator::view::ENERGY_PER_INFERENCE_RULE,
     ] {
         assert!(rules.contains(name), "{name} not in the recording rules");

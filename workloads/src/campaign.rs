@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use greenpipe_exporter::container_id::from_cgroup_path;
+use greenpipe_common::container_id::from_cgroup_path;
 use serde::Serialize;
 
 /// Where this process runs: node name and, inside a container, its id and pod UID.

@@ -2,7 +2,6 @@
 //! exporter's style (`--web.listen-address`, `--grpc.listen-address`); every subcommand serves
 //! `/metrics` and appends its run windows to `--campaign-log`.
 
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -249,23 +248,6 @@ pub fn parse_bytes(s: &str) -> anyhow::Result<usize> {
         .with_context(|| format!("size {s:?} overflows"))
 }
 
-/// Accepts `:port` (all interfaces), `host:port` and `[v6]:port`; names the flag on error.
-pub fn parse_listen(flag: &str, text: &str) -> anyhow::Result<SocketAddr> {
-    let full = if text.starts_with(':') {
-        format!("0.0.0.0{text}")
-    } else {
-        text.to_string()
-    };
-    let addr = full
-        .to_socket_addrs()
-        .with_context(|| format!("{flag} {text:?}"))?
-        .next();
-    match addr {
-        Some(a) => Ok(a),
-        None => bail!("{flag} {text:?} resolves to nothing"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,12 +257,6 @@ mod tests {
         assert_eq!(parse_bytes("256M").unwrap(), 256 << 20);
         assert_eq!(parse_bytes("4096").unwrap(), 4096);
         assert!(parse_bytes("lots").is_err());
-        assert_eq!(
-            parse_listen("--grpc.listen-address", ":8001").unwrap(),
-            "0.0.0.0:8001".parse().unwrap()
-        );
-        let err = parse_listen("--grpc.listen-address", "nohost").unwrap_err();
-        assert!(format!("{err:#}").contains("--grpc.listen-address"));
     }
 
     #[test]

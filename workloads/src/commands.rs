@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use greenpipe_common::listen::parse_flag_address;
+
 use crate::bench::{self, Group};
 use crate::campaign::{unix_now, CampaignLog, Placement, Window};
 use crate::cli::{
@@ -56,7 +58,7 @@ async fn context(common: &Common) -> anyhow::Result<Context_> {
     let log = CampaignLog::new(common.campaign_log.clone());
     log.check()?;
     let metrics = Arc::new(Metrics::new());
-    let addr = cli::parse_listen("--web.listen-address", &common.web_listen_address)?;
+    let addr = parse_flag_address("--web.listen-address", &common.web_listen_address)?;
     let bound = metrics::serve(metrics.clone(), addr).await?;
     tracing::info!(address = %bound, "serving /metrics");
     Ok(Context_ {
@@ -184,7 +186,7 @@ async fn infer_one(
 }
 
 async fn serve(ctx: &Context_, args: ServeArgs) -> anyhow::Result<()> {
-    let addr = cli::parse_listen("--grpc.listen-address", &args.grpc_listen_address)?;
+    let addr = parse_flag_address("--grpc.listen-address", &args.grpc_listen_address)?;
     let spec = args.model.spec()?;
     let images = images_for(&args.model.images)?;
     let engine = build_engine(spec.clone(), &images).await?;
@@ -399,7 +401,7 @@ async fn run_bench_step(
 }
 
 async fn peer(ctx: &Context_, args: PeerArgs) -> anyhow::Result<()> {
-    let addr = cli::parse_listen("--listen-address", &args.listen_address)?;
+    let addr = parse_flag_address("--listen-address", &args.listen_address)?;
     let running = crate::peer::spawn(&addr.to_string())?;
     tracing::info!(address = %running.addr, "peer: TCP and UDP echo");
     ctx.stop.wait().await;

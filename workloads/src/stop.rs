@@ -1,20 +1,11 @@
-//! SIGTERM/SIGINT handling: the signal sets a flag that every run loop polls, so the window in
+//! SIGTERM/SIGINT handling ([`greenpipe_common::shutdown::Shutdown`]): the signal sets a flag that every run loop polls, so the window in
 //! progress is closed (and logged as incomplete) before the process exits, as Kubernetes'
 //! termination grace period allows.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use tokio::signal::unix::SignalKind;
-
-/// The OS refused a signal handler.
-#[derive(Debug, thiserror::Error)]
-#[error("installing the {signal} handler")]
-pub struct StopError {
-    pub signal: &'static str,
-    #[source]
-    pub source: std::io::Error,
-}
+use greenpipe_common::shutdown::SignalError;
 
 /// Set once a termination signal arrived.
 #[derive(Debug, Clone, Default)]
@@ -25,19 +16,13 @@ pub struct Stop {
 
 impl Stop {
     /// Installs the handlers (call inside the runtime).
-    pub fn install() -> Result<Stop, StopError> {
+    pub fn install() -> Result<Stop, SignalError> {
         let stop = Stop::default();
-        let handler = |kind, signal| {
-            tokio::signal::unix::signal(kind).map_err(|source| StopError { signal, source })
-        };
-        let mut term = handler(SignalKind::terminate(), "SIGTERM")?;
-        let mut int = handler(SignalKind::interrupt(), "SIGINT")?;
+        let mut signals = greenpipe_common::shutdown::Shutdown::install()?;
         let s = stop.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM: closing the current window"),
-                _ = int.recv() => tracing::info!("SIGINT: closing the current window"),
-            }
+            let signal = signals.recv().await;
+            tracing::info!(signal, "closing the current window");
             s.trigger();
         });
         Ok(stop)

@@ -177,6 +177,7 @@ pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
         if r.args.once {
             return r.check().await.map(|_| ()).map_err(anyhow::Error::from);
         }
+        let mut stop = greenpipe_common::shutdown::Shutdown::install()?;
         let listener = tokio::net::TcpListener::bind(
             greenpipe_common::listen::parse_listen_address(&r.args.listen_address)?,
         )
@@ -195,7 +196,7 @@ pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
         tokio::select! {
             res = server => res.context("HTTP server")?,
             _ = checks => {},
-            _ = crate::serve::shutdown_signal() => info!("shutting down"),
+            signal = stop.recv() => info!(signal, "shutting down"),
         }
         Ok(())
     })

@@ -27,6 +27,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let telemetry = Arc::new(Telemetry::new());
         let config = args.into_config()?;
+        let mut stop = greenpipe_common::shutdown::Shutdown::install()?;
         let listen = config.listen;
         let pipeline = Pipeline::new(config.pipeline, telemetry.clone())?;
         let listener = tokio::net::TcpListener::bind(listen)
@@ -52,23 +53,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         tokio::select! {
             r = server => r?,
             never = pipeline.run() => match never {},
-            _ = shutdown_signal() => info!("shutting down"),
+            signal = stop.recv() => info!(signal, "shutting down"),
         }
         Ok(())
     })
 }
 
-pub(crate) async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {},
-                _ = term.recv() => {},
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}

@@ -23,8 +23,8 @@ use tracing::warn;
 
 use super::{CollectError, Collector, Context, Failure, Report, Spec};
 use crate::cgroup_ids::{mounted_v2_root, CgroupIndex};
-use crate::container_id::ContainerRef;
 use crate::metrics::MetricSet;
+use greenpipe_common::container_id::ContainerRef;
 
 /// Registry entry.
 pub const SPEC: Spec = Spec {

@@ -16,8 +16,8 @@ use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
 
 use super::source::read_into;
 use super::{CollectError, Collector, Context, Report, Spec};
-use crate::container_id::from_cgroup_path;
 use crate::metrics::MetricSet;
+use greenpipe_common::container_id::from_cgroup_path;
 
 /// Registry entry.
 pub const SPEC: Spec = Spec {

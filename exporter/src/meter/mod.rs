@@ -473,16 +473,16 @@ pub fn detect(paths: &Paths, timeout: Duration) -> Vec<Detection> {
 }
 
 /// The text of `greenpipe-exporter meters`: what each kind finds here, then how the configured
-/// meters would start.
-pub fn report(config: &crate::config::Config) -> String {
+/// `meters` would start (each read given `timeout`).
+pub fn report(paths: &Paths, timeout: Duration, meters: &[MeterSpec]) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let _ = writeln!(
         out,
         "Meters on this machine (sysfs at {}):",
-        config.paths.sysfs.display()
+        paths.sysfs.display()
     );
-    for d in detect(&config.paths, config.meter_timeout) {
+    for d in detect(paths, timeout) {
         let info = d.kind.def();
         if d.found.is_empty() {
             let why = d.unavailable.as_deref().unwrap_or("not found");
@@ -492,10 +492,10 @@ pub fn report(config: &crate::config::Config) -> String {
             let _ = writeln!(out, "  {:<8} found: --meter {spec}  ({what})", info.name);
         }
     }
-    if !config.meters.is_empty() {
+    if !meters.is_empty() {
         let _ = writeln!(out, "Configured meters:");
-        for spec in &config.meters {
-            match build(spec, &config.paths, config.meter_timeout) {
+        for spec in meters {
+            match build(spec, paths, timeout) {
                 Ok(channels) => {
                     for mut ch in channels {
                         let state = match ch.meter.read() {

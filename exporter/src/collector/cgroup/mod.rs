@@ -3,7 +3,7 @@
 //!
 //! Each tick walks the v2 hierarchy and one v1 hierarchy (hybrid hosts have containers in
 //! either, depending on the runtime's cgroup driver) and keeps the directories whose path names a
-//! container ([`crate::container_id`]). Leaves are not listed: a cgroupfs directory's link count
+//! container ([`greenpipe_common::container_id`]). Leaves are not listed: a cgroupfs directory's link count
 //! is 2 + its subdirectories, so one `stat` tells whether there is anything below. Per container
 //! it reads, preferring v2:
 //!
@@ -46,8 +46,8 @@ use self::remainder::{increase, Remainder};
 use super::diskstats::{whole_disk_totals, DiskFilter};
 use super::source::{read_into, TextFile};
 use super::{cpu, meminfo, netdev, CollectError, Collector, Context, Report, Spec};
-use crate::container_id::{from_cgroup_path, ContainerRef};
 use crate::metrics::MetricSet;
+use greenpipe_common::container_id::{from_cgroup_path, ContainerRef};
 
 /// Registry entry.
 pub const SPEC: Spec = Spec {

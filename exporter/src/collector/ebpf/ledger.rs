@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::bpf::abi::CgroupCounters;
-use crate::container_id::ContainerRef;
+use greenpipe_common::container_id::ContainerRef;
 
 /// Who a cgroup's usage is exported under: a container, or `None` for the host ("system").
 pub type Owner = Option<ContainerRef>;

@@ -317,7 +317,7 @@ impl EbpfCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::container_id::ContainerRef;
+    use greenpipe_common::container_id::ContainerRef;
 
     fn cpu(ns: u64) -> CgroupCounters {
         CgroupCounters {

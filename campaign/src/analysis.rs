@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 use greenpipe_common::model::{ModelError, ModelFile, NodeModel};
 use greenpipe_common::trace::{write_trace, TraceError};
 
-use crate::campaign::energy::{self, SourceEnergy};
-use crate::campaign::plan::{Plan, Tag};
-use crate::campaign::windows::{self, Status, Window};
-use crate::offline::dataset::{self, DatasetArgs};
-use crate::offline::report::SummaryRow;
-use crate::offline::train::{self, TrainArgs};
-use crate::offline::validate::{self, ValidateArgs};
-use crate::offline::OfflineOptions;
+use crate::energy::{self, SourceEnergy};
+use crate::plan::{Plan, Tag};
+use crate::windows::{self, Status, Window};
+use greenpipe_estimator::offline::dataset::{self, DatasetArgs};
+use greenpipe_estimator::offline::report::SummaryRow;
+use greenpipe_estimator::offline::train::{self, TrainArgs};
+use greenpipe_estimator::offline::validate::{self, ValidateArgs};
+use greenpipe_estimator::offline::OfflineOptions;
 
 /// What became of one step.
 #[derive(Debug, Clone)]
@@ -66,7 +66,7 @@ pub enum AnalysisError {
     #[error("starting the async runtime")]
     Runtime(#[source] std::io::Error),
     #[error(transparent)]
-    Options(#[from] crate::offline::OptionsError),
+    Options(#[from] greenpipe_estimator::offline::OptionsError),
     #[error("{}", path.display())]
     ModelFile { path: PathBuf, source: ModelError },
 }
@@ -146,7 +146,9 @@ pub fn analyse(
                         r.trace = Some(path);
                     }
                 }
-                Err(e) => r.skipped = Some(format!("no trace: {}", crate::error_chain(&e))),
+                Err(e) => {
+                    r.skipped = Some(format!("no trace: {}", greenpipe_common::error_chain(&e)))
+                }
             },
         }
         steps.push((st.name.clone(), r));
@@ -176,7 +178,10 @@ pub fn analyse(
             report: Some(out.join("train")),
             options,
         }) {
-            notes.push(format!("train failed: {}", crate::error_chain(&e)));
+            notes.push(format!(
+                "train failed: {}",
+                greenpipe_common::error_chain(&e)
+            ));
         }
     }
     let model = match std::fs::read_to_string(&model_file) {
@@ -198,7 +203,10 @@ pub fn analyse(
             report: out.join("validate"),
         }) {
             Ok(rows) => validation = rows,
-            Err(e) => notes.push(format!("validate failed: {}", crate::error_chain(&e))),
+            Err(e) => notes.push(format!(
+                "validate failed: {}",
+                greenpipe_common::error_chain(&e)
+            )),
         }
     } else if model.is_none() {
         notes.push("no model, so no validation and no energy figures".into());
@@ -214,7 +222,7 @@ pub fn analyse(
                 Ok(e) => r.energy = e,
                 Err(e) => notes.push(format!(
                     "{name}: energy not computed: {}",
-                    crate::error_chain(&e)
+                    greenpipe_common::error_chain(&e)
                 )),
             }
         }

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use greenpipe_common::model::NodeModel;
 
-use crate::attribution::{attribute, IdleSplit};
-use crate::endpoint::{AuthFlags, Endpoint};
-use crate::promql::{decode_matrix, Prometheus};
-use crate::readout::{assemble, node_matcher, QuerySet};
-use crate::shard::Shard;
+use greenpipe_estimator::attribution::{attribute, IdleSplit};
+use greenpipe_estimator::endpoint::{AuthFlags, Endpoint};
+use greenpipe_estimator::promql::{decode_matrix, Prometheus};
+use greenpipe_estimator::readout::{assemble, node_matcher, QuerySet};
+use greenpipe_estimator::shard::Shard;
 
 /// Where node power came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -81,13 +81,13 @@ impl SourceEnergy {
 #[derive(Debug, thiserror::Error)]
 pub enum EnergyError {
     #[error(transparent)]
-    Endpoint(#[from] crate::endpoint::EndpointError),
+    Endpoint(#[from] greenpipe_estimator::endpoint::EndpointError),
     #[error("empty window {start}..{end}")]
     EmptyWindow { start: f64, end: f64 },
     #[error(transparent)]
-    Query(#[from] crate::promql::QueryError),
+    Query(#[from] greenpipe_estimator::promql::QueryError),
     #[error(transparent)]
-    Decode(#[from] crate::promql::DecodeError),
+    Decode(#[from] greenpipe_estimator::promql::DecodeError),
 }
 
 /// Queries and integrates one window of `node`. Sources without any tick are left out.

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 
-use crate::campaign::plan::{Plan, Step};
-use crate::campaign::pod::{self, Pod};
-use crate::campaign::windows::{self, Status, Window};
-use crate::campaign::workload_metrics::{self, Reading};
+use crate::plan::{Plan, Step};
+use crate::pod::{self, Pod};
+use crate::windows::{self, Status, Window};
+use crate::workload_metrics::{self, Reading};
 
 /// How a run of the steps ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +40,8 @@ pub struct RunContext {
 pub enum RunError {
     #[error("setting up the signal handlers")]
     Signals(#[source] std::io::Error),
+    #[error(transparent)]
+    Signal(#[from] greenpipe_common::shutdown::SignalError),
     #[error("finding a free port")]
     Port(#[source] std::io::Error),
     #[error(transparent)]
@@ -53,9 +55,6 @@ pub enum RunError {
     },
     #[error("building the HTTP client")]
     HttpClient(#[source] reqwest::Error),
-    #[cfg(feature = "kubernetes")]
-    #[error(transparent)]
-    Kubernetes(#[from] crate::campaign::kubernetes::KubernetesError),
 }
 
 /// Why a process's arguments could not be expanded.
@@ -84,20 +83,16 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>, RunError> {
         .enable_all()
         .build()
         .map_err(RunError::Signals)?;
+    let mut signals = {
+        let _entered = runtime.enter();
+        greenpipe_common::shutdown::Shutdown::install()?
+    };
     std::thread::Builder::new()
         .name("campaign-signals".into())
         .spawn(move || {
             runtime.block_on(async move {
-                let mut term =
-                    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    {
-                        Ok(t) => t,
-                        Err(_) => return,
-                    };
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {},
-                    _ = term.recv() => {},
-                }
+                // Installed above, before the thread starts: a signal during start-up is kept.
+                signals.recv().await;
                 f.store(true, Ordering::SeqCst);
             })
         })
@@ -201,13 +196,51 @@ pub fn run_steps(plan: &Plan, ctx: &RunContext, stop: &AtomicBool) -> Result<Out
         path: scope.clone(),
         source,
     })?;
-    let logs = logs_dir(ctx)?;
-    let client = MetricsClient::new()?;
-    let outcome = run_steps_with(plan, ctx, stop, |st, bar, base| {
-        run_step(plan, st, ctx, &scope, &logs, &client, stop, bar, base)
-    });
+    let mut backend = LocalProcesses {
+        plan,
+        ctx,
+        logs: logs_dir(ctx)?,
+        client: MetricsClient::new()?,
+        scope: &scope,
+        stop,
+    };
+    let outcome = drive(plan, ctx, stop, &mut backend);
     pod::remove_scope(&scope);
     outcome
+}
+
+/// Runs a plan's steps one at a time, however they run (local processes, Kubernetes Jobs).
+/// [`drive`] calls it; each backend depends on the driver, never the other way.
+pub trait StepBackend {
+    /// Runs `step` and returns its record; `bar` and `base` (seconds before the step on the
+    /// bar) draw its progress.
+    fn run_step(&mut self, step: &Step, bar: &ProgressBar, base: u64) -> Result<Window, RunError>;
+}
+
+/// Steps as local processes in pod-shaped cgroups under `scope`.
+struct LocalProcesses<'a> {
+    plan: &'a Plan,
+    ctx: &'a RunContext,
+    logs: PathBuf,
+    client: MetricsClient,
+    scope: &'a Path,
+    stop: &'a AtomicBool,
+}
+
+impl StepBackend for LocalProcesses<'_> {
+    fn run_step(&mut self, step: &Step, bar: &ProgressBar, base: u64) -> Result<Window, RunError> {
+        run_step(
+            self.plan,
+            step,
+            self.ctx,
+            self.scope,
+            &self.logs,
+            &self.client,
+            self.stop,
+            bar,
+            base,
+        )
+    }
 }
 
 /// `DIR/logs/`, where each process's output goes.
@@ -220,15 +253,15 @@ pub(crate) fn logs_dir(ctx: &RunContext) -> Result<PathBuf, RunError> {
     Ok(logs)
 }
 
-/// The campaign loop both runners share: every step without a record, each after an idle gap,
-/// run by `run_one(step, bar, seconds before it on the bar)`, its record appended; an idle gap
-/// after the last one. Resume, the progress bar and the log lines live here, so local processes
-/// and Kubernetes Jobs keep one directory format.
-pub(crate) fn run_steps_with(
+/// The campaign loop every backend shares: every step without a record, each after an idle
+/// gap, run by the backend, its record appended; an idle gap after the last one. Resume, the
+/// progress bar and the log lines live here, so local processes and Kubernetes Jobs keep one
+/// directory format.
+pub fn drive(
     plan: &Plan,
     ctx: &RunContext,
     stop: &AtomicBool,
-    mut run_one: impl FnMut(&Step, &ProgressBar, u64) -> Result<Window, RunError>,
+    backend: &mut dyn StepBackend,
 ) -> Result<Outcome, RunError> {
     let records = windows::read(&ctx.out)?;
     let latest = windows::latest(&records);
@@ -275,7 +308,7 @@ pub(crate) fn run_steps_with(
             plan.steps.len(),
             st.name
         ));
-        let w = run_one(st, &bar, base)?;
+        let w = backend.run_step(st, &bar, base)?;
         base += (s.warmup_seconds + plan.seconds(st)) as u64;
         let line = match w.status {
             Status::Complete => format!(
@@ -442,7 +475,10 @@ fn run_step(
                 pods.push(pod);
             }
             Err(e) => {
-                failure = Some(format!("process {name}: {}", crate::error_chain(&e)));
+                failure = Some(format!(
+                    "process {name}: {}",
+                    greenpipe_common::error_chain(&e)
+                ));
                 break;
             }
         }

@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::campaign::analysis::{Analysis, StepResult};
-use crate::campaign::energy::{PowerSource, SourceEnergy};
-use crate::campaign::plan::{config_text, Plan, Tag, CONFIG_KEYS};
-use crate::offline::baselines::{CPU_ONLY, STRESS_ONLY};
-use crate::offline::plots;
-use crate::offline::report::{self, SummaryRow, ALL};
+use crate::analysis::{Analysis, StepResult};
+use crate::energy::{PowerSource, SourceEnergy};
+use crate::plan::{config_text, Plan, Tag, CONFIG_KEYS};
+use greenpipe_estimator::offline::baselines::{CPU_ONLY, STRESS_ONLY};
+use greenpipe_estimator::offline::plots;
+use greenpipe_estimator::offline::report::{self, SummaryRow, ALL};
 
 /// The exact header of `energy.csv`.
 pub const ENERGY_HEADER: &str = "node,workload,model,precision,threads,mode,inferences,\
@@ -156,13 +156,13 @@ pub fn write(
     if let Err(e) = energy_latency_plot(out, &rows) {
         plot_notes.push(format!(
             "energy-vs-latency plot skipped: {}",
-            crate::error_chain(&e)
+            greenpipe_common::error_chain(&e)
         ));
     }
     if let Err(e) = error_by_threads_plot(plan, a, out) {
         plot_notes.push(format!(
             "error-by-threads plot skipped: {}",
-            crate::error_chain(&e)
+            greenpipe_common::error_chain(&e)
         ));
     }
     let md = markdown(plan, a, &rows, node, &plot_notes);

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::campaign::plan::Tag;
+use crate::plan::Tag;
 
 /// How a step ended.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]

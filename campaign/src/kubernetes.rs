@@ -18,7 +18,7 @@
 //! Ctrl-C deletes the running Job.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -29,10 +29,10 @@ use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
 
-use crate::campaign::plan::{Plan, Step};
-use crate::campaign::runner::{self, Outcome, RunContext, RunError};
-use crate::campaign::windows::{Status, Window};
-use crate::campaign::workload_metrics::{self, Reading};
+use crate::plan::{Plan, Step};
+use crate::runner::{self, Outcome, RunContext, RunError, StepBackend};
+use crate::windows::{Status, Window};
+use crate::workload_metrics::{self, Reading};
 
 /// Label every campaign Job and pod carries (`app.kubernetes.io/name`).
 pub const APP_NAME: &str = "greenpipe-campaign";
@@ -66,6 +66,8 @@ pub struct Settings {
 /// Why the Kubernetes runner could not run at all (a step that fails is recorded instead).
 #[derive(Debug, thiserror::Error)]
 pub enum KubernetesError {
+    #[error(transparent)]
+    Run(#[from] RunError),
     #[error("starting the Kubernetes client's runtime")]
     Runtime(#[source] std::io::Error),
     #[error("connecting to the Kubernetes API server (in-cluster config or KUBECONFIG)")]
@@ -164,7 +166,7 @@ pub fn run_steps(
     ctx: &RunContext,
     settings: &Settings,
     stop: &AtomicBool,
-) -> Result<Outcome, RunError> {
+) -> Result<Outcome, KubernetesError> {
     let cluster = Cluster::connect(&settings.namespace)?;
     let mut selector = format!("app.kubernetes.io/name={APP_NAME}");
     if is_label_value(&ctx.node) {
@@ -191,12 +193,41 @@ pub fn run_steps(
                 source,
             })?;
     }
-    let logs = runner::logs_dir(ctx)?;
-    runner::run_steps_with(plan, ctx, stop, |st, bar, base| {
+    let mut backend = Jobs {
+        cluster: &cluster,
+        plan,
+        ctx,
+        settings,
+        logs: runner::logs_dir(ctx)?,
+        stop,
+    };
+    Ok(runner::drive(plan, ctx, stop, &mut backend)?)
+}
+
+/// Steps as Jobs pinned to the node.
+struct Jobs<'a> {
+    cluster: &'a Cluster,
+    plan: &'a Plan,
+    ctx: &'a RunContext,
+    settings: &'a Settings,
+    logs: PathBuf,
+    stop: &'a AtomicBool,
+}
+
+impl StepBackend for Jobs<'_> {
+    fn run_step(&mut self, step: &Step, bar: &ProgressBar, base: u64) -> Result<Window, RunError> {
         Ok(run_step(
-            &cluster, plan, st, ctx, settings, &logs, stop, bar, base,
+            self.cluster,
+            self.plan,
+            step,
+            self.ctx,
+            self.settings,
+            &self.logs,
+            self.stop,
+            bar,
+            base,
         ))
-    })
+    }
 }
 
 /// Whether `s` is a valid label value (≤ 63 characters, alphanumeric at both ends, `-_.` inside).
@@ -564,7 +595,7 @@ fn run_step(
     let containers = match containers(plan, st, &ctx.node) {
         Ok(c) => c,
         Err(e) => {
-            w.error = Some(crate::error_chain(&e));
+            w.error = Some(greenpipe_common::error_chain(&e));
             return w;
         }
     };
@@ -577,7 +608,7 @@ fn run_step(
             cluster
                 .runtime
                 .block_on(cluster.jobs.create(&PostParams::default(), &job))
-                .map_err(|e| crate::error_chain(&e))
+                .map_err(|e| greenpipe_common::error_chain(&e))
         });
     if let Err(e) = created {
         w.error = Some(format!("creating Job {}/{name}: {e}", settings.namespace));
@@ -603,7 +634,7 @@ fn run_step(
                     next_poll = Instant::now() + Duration::from_secs(1);
                     let pods = match cluster.pods_of(&name) {
                         Ok(pods) => pods,
-                        Err(e) => return Wait::Error(crate::error_chain(&e)),
+                        Err(e) => return Wait::Error(greenpipe_common::error_chain(&e)),
                     };
                     if let Some(p) = pods.into_iter().next() {
                         *pod_name = p["metadata"]["name"].as_str().unwrap_or("").to_string();

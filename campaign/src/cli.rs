@@ -1,26 +1,5 @@
-//! `campaign`: the automated profiling → training → validation pipeline on one node.
-//!
-//! `campaign run` runs a plan's steps (each process in its own pod-shaped cgroup, or with
-//! `--kubernetes` each step as a Job on the node; idle gaps between steps, warm-up left out of
-//! the windows), then with no further command extracts a trace per window, trains on the `train` steps, validates on the `validate` steps beside the
-//! stored baselines and writes the campaign report. `campaign report` rebuilds the report from
-//! what the directory holds.
-//!
-//! The directory: `plan.toml` (the plan it ran; a rerun must use the same one), `campaign.json`
-//! (node and Prometheus URL), `windows.jsonl` (the campaign log), `logs/` (each process's
-//! output), `traces/{train,validate}/`, `model.json`, `train/`, `validate/`, and the report
-//! files (see [`report`]).
-
-pub mod analysis;
-pub mod energy;
-#[cfg(feature = "kubernetes")]
-pub mod kubernetes;
-pub mod plan;
-pub mod pod;
-pub mod report;
-pub mod runner;
-pub mod windows;
-pub mod workload_metrics;
+//! The command line of `greenpipe-campaign`: `run` and `report`, with what ties a campaign
+//! directory to its node and mode.
 
 use std::path::{Path, PathBuf};
 
@@ -28,7 +7,8 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde::{Deserialize, Serialize};
 
-use plan::Plan;
+use crate::plan::Plan;
+use crate::{analysis, kubernetes, report, runner, windows};
 
 /// `campaign` subcommands.
 #[derive(Debug, Subcommand)]
@@ -126,14 +106,6 @@ pub fn run(command: CampaignCommand) -> anyhow::Result<()> {
 }
 
 fn run_campaign(args: RunArgs) -> anyhow::Result<()> {
-    #[cfg(not(feature = "kubernetes"))]
-    if args.kubernetes {
-        bail!(
-            "--kubernetes: this greenpipe-estimator was built without the Kubernetes client; \
-             build it with `cargo build --release -p greenpipe-estimator --features kubernetes` \
-             (the container image has it), or run the campaign on the node itself"
-        );
-    }
     let started = std::time::Instant::now();
     let text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("reading {}", args.plan.display()))?;
@@ -174,7 +146,6 @@ fn run_campaign(args: RunArgs) -> anyhow::Result<()> {
         out: args.out.clone(),
         node: args.node.clone(),
     };
-    #[cfg(feature = "kubernetes")]
     let outcome = if args.kubernetes {
         let settings = kubernetes::Settings {
             namespace: args.namespace.clone(),
@@ -185,8 +156,6 @@ fn run_campaign(args: RunArgs) -> anyhow::Result<()> {
     } else {
         runner::run_steps(&plan, &ctx, &stop)?
     };
-    #[cfg(not(feature = "kubernetes"))]
-    let outcome = runner::run_steps(&plan, &ctx, &stop)?;
     if outcome == runner::Outcome::Interrupted {
         let done = windows::read(&args.out)?
             .iter()
