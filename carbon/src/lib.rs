@@ -8,6 +8,8 @@
 //!   labels and taints, time) → changes; [`patch`] turns a change into a JSON patch for a Node;
 //!   [`controller`] runs it against the API server with `kube`.
 //! * [`queries`]: best zone, best start window, low-since.
+//! * [`replay`]: hour-by-hour replay of the placement on real intensity data, against
+//!   carbon-blind placement and a perfect-knowledge oracle.
 //! * [`sink`]: where the intensity metric goes (remote write).
 //!
 //! The `greenpipe-carbon` binary (`src/main.rs`) exposes all of it through [`cli::run`]; it is
@@ -21,6 +23,7 @@ pub mod forecast;
 pub mod patch;
 pub mod planner;
 pub mod queries;
+pub mod replay;
 pub mod report;
 pub mod secrets;
 pub mod series;

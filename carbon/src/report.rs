@@ -41,7 +41,7 @@ pub enum ReportError {
 /// What plotters reports when drawing to a PNG fails.
 pub type PlotError = DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>;
 
-const COLORS: [RGBColor; 3] = [
+pub(crate) const COLORS: [RGBColor; 3] = [
     RGBColor(230, 120, 20),
     RGBColor(120, 120, 220),
     RGBColor(20, 150, 60),

@@ -210,3 +210,97 @@ fn queries_answer_on_the_shared_series() {
     ]);
     assert!(!ok && stderr.contains("NOPE"), "{stderr}");
 }
+
+#[test]
+fn replay_writes_summary_report_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        "[[node]]\nname = \"ciso-1\"\nzone = \"CISO\"\nidle_watts = 50\nwatts_per_busy_core = 10\ncores = 8\n\n\
+         [[node]]\nname = \"erco-1\"\nzone = \"ERCO\"\nidle_watts = 50\nwatts_per_busy_core = 10\ncores = 8\n",
+    )
+    .unwrap();
+    // A month of jobs: one every 5 h (2-6 cores, 3 h, deadline a day later), and a service.
+    let jobs = dir.path().join("jobs.csv");
+    let mut text = String::from("arrival,cores,duration,deadline,tolerates_red\n");
+    text.push_str("2022-03-01T00:00:00Z,2,720h,none,no\n");
+    for k in 0..24 * 30 / 5 {
+        let arrival = 1_646_092_800 + k * 5 * 3600;
+        text.push_str(&format!(
+            "{arrival},{},3h,{},{}\n",
+            2 + k % 5,
+            arrival + 27 * 3600,
+            if k % 4 == 0 { "yes" } else { "no" }
+        ));
+    }
+    std::fs::write(&jobs, text).unwrap();
+    let out = dir.path().join("out");
+    let (ciso, erco) = (csv_path("CISO"), csv_path("ERCO"));
+    let intensity = |z: &str, p: &std::path::Path| format!("{z}={}", p.display());
+    let args = |fleet: &std::path::Path| {
+        vec![
+            "replay".to_string(),
+            "--intensity".into(),
+            intensity("CISO", &ciso),
+            "--intensity".into(),
+            intensity("ERCO", &erco),
+            "--nodes".into(),
+            fleet.display().to_string(),
+            "--jobs".into(),
+            jobs.display().to_string(),
+            "--forecast".into(),
+            "seasonal-naive,regression".into(),
+            "--out".into(),
+            out.display().to_string(),
+        ]
+    };
+    let a = args(&fleet);
+    let (ok, stdout, stderr) = carbon(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(ok, "{stdout}\n{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "policy,forecast,kg_co2e,kwh,saved_percent_vs_blind,share_of_oracle_savings,deadlines_missed,evictions"
+    );
+    let policies: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| l.rsplitn(7, ',').last().unwrap())
+        .collect();
+    assert_eq!(
+        policies,
+        [
+            "carbon-blind,none",
+            "greenpipe,seasonal-naive",
+            "greenpipe,regression",
+            "oracle,oracle"
+        ]
+    );
+    let kg = |line: &str| line.split(',').nth(2).unwrap().parse::<f64>().unwrap();
+    // The oracle (the same controller knowing each hour's intensity) beats carbon-blind here.
+    assert!(kg(lines[4]) < kg(lines[1]), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("summary.csv")).unwrap(),
+        stdout
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("| oracle | oracle |"), "{report}");
+    assert!(report.contains("| CISO | regression |"), "{report}");
+    for png in ["intensity.png", "emissions.png"] {
+        let bytes = std::fs::read(out.join(png)).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "{png}");
+    }
+    // Unknown keys in the fleet are errors naming the file and the key.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[node]]\nname = \"n\"\nzone = \"CISO\"\nidle_watts = 1\nwatts_per_busy_core = 1\ncores = 1\nram = 4\n",
+    )
+    .unwrap();
+    let a = args(&bad);
+    let (ok, _, stderr) = carbon(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        !ok && stderr.contains("bad.toml") && stderr.contains("ram"),
+        "{stderr}"
+    );
+}

@@ -9,6 +9,7 @@ mod best_zone;
 mod intensity;
 mod low_since;
 mod place;
+mod replay;
 mod window;
 
 use crate::controller;
@@ -38,6 +39,9 @@ enum Command {
     LowSince(low_since::LowSinceArgs),
     /// Label and taint nodes by their zone's forecast intensity (the placement controller).
     Place(place::PlaceArgs),
+    /// Replay the placement hour by hour on intensity series: emissions against carbon-blind
+    /// placement and a perfect-knowledge oracle.
+    Replay(replay::ReplayArgs),
 }
 
 /// Where the data comes from; shared by every command that reads live zones.
@@ -137,6 +141,7 @@ pub fn run(args: Args) -> Result<()> {
         Command::Window(a) => runtime()?.block_on(window::run(a)),
         Command::LowSince(a) => runtime()?.block_on(low_since::run(a)),
         Command::Place(a) => runtime()?.block_on(place::run(a)),
+        Command::Replay(a) => replay::run(a),
     }
 }
 
