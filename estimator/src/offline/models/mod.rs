@@ -273,7 +273,12 @@ fn net(x: &Matrix, y: &[f64], alpha: f64, l1_ratio: f64) -> Result<ModelKind, Fi
 /// scikit-learn's `RandomForestRegressor()` defaults: 100 fully grown exact-split trees on
 /// bootstrap draws, every input tried at every split, one row per leaf at least.
 pub fn sklearn_forest() -> Candidate {
-    Candidate::Forest(ForestParams {
+    Candidate::Forest(sklearn_forest_params())
+}
+
+/// The parameters of [`sklearn_forest`].
+pub fn sklearn_forest_params() -> ForestParams {
+    ForestParams {
         trees: 100,
         tree: TreeParams {
             max_depth: FULL_DEPTH,
@@ -281,7 +286,7 @@ pub fn sklearn_forest() -> Candidate {
             features_per_split: usize::MAX,
         },
         exact: true,
-    })
+    }
 }
 
 /// scikit-learn's `GradientBoostingRegressor()` defaults: 100 exact-split trees of depth 3,
@@ -366,6 +371,13 @@ pub fn wide_candidates() -> Vec<Candidate> {
     out.push(sklearn_forest());
     out.push(sklearn_boosting());
     out.push(Candidate::Ensemble(vec![sklearn_forest(), boost]));
+    // The forest averaged with the node's own linear model: trees cannot extrapolate past the
+    // training power, a line can, and on a new machine neither is known to be the better.
+    out.push(Candidate::Ensemble(vec![sklearn_forest(), Candidate::Ols]));
+    out.push(Candidate::Ensemble(vec![
+        sklearn_forest(),
+        Candidate::Ridge { alpha: 1.0 },
+    ]));
     out
 }
 

@@ -1,0 +1,77 @@
+//! Run with `cargo bench -p greenpipe-estimator --bench forest_parity` (scikit-learn from the
+//! `.venv` of scripts/setup.sh; the shared traces beside the checkout).
+//!
+//! The forest- and boosting-parity check of `offline::parity` on every machine of
+//! `../shared/datasets/power` with all their rows (the unit tests thin them to 3,000): per
+//! machine, the mean held-out MAPE of our scikit-learn-default forest and boosting against
+//! `RandomForestRegressor()` and `GradientBoostingRegressor()` on the same folds, and the fit
+//! CPU time of both on one core, measured side by side in this one run; then the prediction-by-
+//! prediction comparison of the two forests grown on the same bootstrap draws on one fold.
+//! Prints markdown tables (docs/training.md); asserts nothing about time.
+//!
+//! `GREENPIPE_PARITY_MODELS` (default `rf,gbr`) picks the models.
+
+use std::path::PathBuf;
+
+use greenpipe_estimator::offline::models::{sklearn_boosting, sklearn_forest};
+use greenpipe_estimator::offline::parity::{self, Sklearn};
+use greenpipe_estimator::offline::{samples, OfflineOptions};
+
+fn main() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let sk = Sklearn::in_workspace(&root);
+    let options =
+        OfflineOptions::parse(None, "stress|cpu", Some("^(Disk|Network)"), None, None).unwrap();
+    let nodes = samples::load(&[root.join("../shared/datasets/power")], None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let models = std::env::var("GREENPIPE_PARITY_MODELS").unwrap_or_else(|_| "rf,gbr".into());
+    for model in models.split(',') {
+        let candidate = match model {
+            "rf" => sklearn_forest(),
+            "gbr" => sklearn_boosting(),
+            other => panic!("GREENPIPE_PARITY_MODELS: unknown model {other:?}; known: rf, gbr"),
+        };
+        println!("\n{} against scikit-learn {model}:\n", candidate.name());
+        println!("| machine | rows | folds | ours | scikit-learn | difference | fit CPU ours | fit CPU scikit-learn |");
+        println!("|---|---|---|---|---|---|---|---|");
+        for s in &nodes {
+            let (s, folds) = parity::folds(&options, s).unwrap();
+            let c = parity::compare(&sk, &s, &folds, &candidate, model, dir.path()).unwrap();
+            let (ours, theirs) = c.mean_mape();
+            let (t_ours, t_theirs) = c.fit_cpu_seconds();
+            println!(
+                "| {} | {} | {} | {ours:.2} % | {theirs:.2} % | {:+.2} | {t_ours:.1} s | {t_theirs:.1} s |",
+                s.node,
+                s.y.len(),
+                folds.len(),
+                ours - theirs
+            );
+            for (i, f) in c.folds.iter().enumerate() {
+                eprintln!(
+                    "  {}: {f}: {:.2} % against {:.2} %",
+                    s.node, c.ours[i].mape_percent, c.theirs[i].mape_percent
+                );
+            }
+        }
+    }
+    for s in &nodes {
+        let (s, folds) = parity::folds(&options, s).unwrap();
+        let Some(k) = folds.iter().position(|f| f.name == "web_search") else {
+            continue;
+        };
+        let (ours, theirs) = parity::same_bootstrap(&sk, &s, &folds, k, dir.path()).unwrap();
+        let mut diff: Vec<f64> = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).collect();
+        diff.sort_by(f64::total_cmp);
+        let q = |p: f64| diff[((diff.len() - 1) as f64 * p) as usize];
+        println!(
+            "same bootstrap draws, {} fold web_search: {} predictions, |ours - scikit-learn| \
+             median {:.3} W, 90th percentile {:.3} W, 99th {:.3} W, max {:.3} W",
+            s.node,
+            diff.len(),
+            q(0.5),
+            q(0.9),
+            q(0.99),
+            q(1.0)
+        );
+    }
+}
