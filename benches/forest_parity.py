@@ -20,8 +20,10 @@ forest on the bootstrap weights in W.csv (one line per tree, one integer per tra
 fold in row order: what greenpipe-estimator's forest drew), tree t as
 DecisionTreeRegressor(random_state=t) with sample_weight = weights, exactly what
 RandomForestRegressor does with its own draws, and writes the forest's prediction per held-out
-row. With the same bootstrap samples the two forests differ only where a tie between inputs is
-broken by the random input order of each node.
+row, and (second column) the same forest grown with other random_state values: with the same
+bootstrap samples two forests differ only where a tie between inputs is broken by the random
+input order of each node, and the second column measures how much that alone moves
+scikit-learn's own predictions.
 
 Run with (scripts/setup.sh installs the pinned scikit-learn into .venv):
     .venv/bin/python benches/forest_parity.py /tmp/matrix.csv --model rf
@@ -70,11 +72,16 @@ def main():
         if weights.shape[1] != tr.sum():
             raise SystemExit(f"{a.weights}: {weights.shape[1]} weights per tree, "
                              f"fold {a.fold} has {tr.sum()} training rows")
-        pred = np.zeros(te.sum())
+        # Twice, with other random input orders: the second forest is scikit-learn against
+        # itself on the same draws, the noise floor of the tie rule.
+        pred, again = np.zeros(te.sum()), np.zeros(te.sum())
         for t, w in enumerate(weights):
-            tree = DecisionTreeRegressor(random_state=t).fit(X[tr], y[tr], sample_weight=w)
-            pred += tree.predict(X[te])
-        pd.DataFrame({"predicted_watts": pred / len(weights)}).to_csv(a.predictions, index=False)
+            for out, seed in ((pred, t), (again, 1000 + t)):
+                tree = DecisionTreeRegressor(random_state=seed).fit(X[tr], y[tr], sample_weight=w)
+                out += tree.predict(X[te])
+        pd.DataFrame({"predicted_watts": pred / len(weights),
+                      "other_seeds_watts": again / len(weights)}).to_csv(a.predictions,
+                                                                         index=False)
         return
     mapes, cpu = [], []
     for k in sorted(set(fold) - {-1}):

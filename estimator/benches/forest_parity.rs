@@ -9,11 +9,14 @@
 //! prediction comparison of the two forests grown on the same bootstrap draws on one fold.
 //! Prints markdown tables (docs/training.md); asserts nothing about time.
 //!
-//! `GREENPIPE_PARITY_MODELS` (default `rf,gbr`) picks the models.
+//! Then the plain leave-one-workload-out of the fixed configurations (forest, forest averaged
+//! with OLS or ridge, OLS) on the same folds, for the leave-one-machine-out table.
+//!
+//! `GREENPIPE_PARITY_MODELS` (default `rf,gbr`) picks the models compared with scikit-learn.
 
 use std::path::PathBuf;
 
-use greenpipe_estimator::offline::models::{sklearn_boosting, sklearn_forest};
+use greenpipe_estimator::offline::models::{sklearn_boosting, sklearn_forest, Candidate};
 use greenpipe_estimator::offline::parity::{self, Sklearn};
 use greenpipe_estimator::offline::{samples, OfflineOptions};
 
@@ -54,24 +57,57 @@ fn main() {
             }
         }
     }
+    // Plain leave-one-workload-out of the fixed (no selection) configurations that
+    // benches/grid_lomo.py weighs against the default's nested selection.
+    let fixed = [
+        sklearn_forest(),
+        Candidate::Ensemble(vec![sklearn_forest(), Candidate::Ols]),
+        Candidate::Ensemble(vec![sklearn_forest(), Candidate::Ridge { alpha: 1.0 }]),
+        Candidate::Ols,
+    ];
+    println!("\nplain leave-one-workload-out, mean held-out MAPE:\n");
+    println!(
+        "| machine | {} |",
+        fixed
+            .iter()
+            .map(Candidate::name)
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("|---|{}", "---|".repeat(fixed.len()));
+    for s in &nodes {
+        let (s, folds) = parity::folds(&options, s).unwrap();
+        let per = parity::plain_lowo(&s, &folds, &fixed).unwrap();
+        let cells: Vec<String> = per
+            .iter()
+            .map(|v| format!("{:.2} %", v.iter().sum::<f64>() / v.len() as f64))
+            .collect();
+        println!("| {} | {} |", s.node, cells.join(" | "));
+    }
     for s in &nodes {
         let (s, folds) = parity::folds(&options, s).unwrap();
         let Some(k) = folds.iter().position(|f| f.name == "web_search") else {
             continue;
         };
-        let (ours, theirs) = parity::same_bootstrap(&sk, &s, &folds, k, dir.path()).unwrap();
-        let mut diff: Vec<f64> = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).collect();
-        diff.sort_by(f64::total_cmp);
-        let q = |p: f64| diff[((diff.len() - 1) as f64 * p) as usize];
+        let (ours, theirs, again) = parity::same_bootstrap(&sk, &s, &folds, k, dir.path()).unwrap();
+        let quantiles = |a: &[f64], b: &[f64]| {
+            let mut d: Vec<f64> = a.iter().zip(b).map(|(x, y)| (x - y).abs()).collect();
+            d.sort_by(f64::total_cmp);
+            let q = |p: f64| d[((d.len() - 1) as f64 * p) as usize];
+            format!(
+                "median {:.3} W, 90th percentile {:.3} W, max {:.3} W",
+                q(0.5),
+                q(0.9),
+                q(1.0)
+            )
+        };
         println!(
-            "same bootstrap draws, {} fold web_search: {} predictions, |ours - scikit-learn| \
-             median {:.3} W, 90th percentile {:.3} W, 99th {:.3} W, max {:.3} W",
+            "same bootstrap draws, {} fold web_search, {} predictions: |ours - scikit-learn| {}; \
+             scikit-learn against itself with other seeds {}",
             s.node,
-            diff.len(),
-            q(0.5),
-            q(0.9),
-            q(0.99),
-            q(1.0)
+            ours.len(),
+            quantiles(&ours, &theirs),
+            quantiles(&again, &theirs)
         );
     }
 }

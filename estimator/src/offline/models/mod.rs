@@ -358,9 +358,10 @@ pub fn classic_candidates() -> Vec<Candidate> {
     ]
 }
 
-/// Every candidate of the classic grid plus the scikit-learn-default forest and boosting and
-/// the exact forest's ensemble with the histogram boosting (`--grid wide`): the superset that
-/// benches/grid_lomo.py replays to compare grids and rules across machines.
+/// Every candidate of the classic grid plus the scikit-learn-default forest and boosting, the
+/// exact forest's ensemble with the histogram boosting, and its averages with OLS and with
+/// ridge (`--grid wide`): the superset that benches/grid_lomo.py replays to compare grids and
+/// rules across machines.
 pub fn wide_candidates() -> Vec<Candidate> {
     let mut out = classic_candidates();
     let boost = out
