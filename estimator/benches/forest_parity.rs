@@ -89,7 +89,11 @@ fn main() {
         let Some(k) = folds.iter().position(|f| f.name == "web_search") else {
             continue;
         };
-        let (ours, theirs, again) = parity::same_bootstrap(&sk, &s, &folds, k, dir.path()).unwrap();
+        let parity::SameDraws {
+            ours,
+            theirs,
+            theirs_again: again,
+        } = parity::same_bootstrap(&sk, &s, &folds, k, dir.path()).unwrap();
         let quantiles = |a: &[f64], b: &[f64]| {
             let mut d: Vec<f64> = a.iter().zip(b).map(|(x, y)| (x - y).abs()).collect();
             d.sort_by(f64::total_cmp);

@@ -352,6 +352,17 @@ pub fn compare(
     })
 }
 
+/// Held-out predictions of one fold, watts, in the fold's test order.
+#[derive(Debug, Clone)]
+pub struct SameDraws {
+    /// Our forest.
+    pub ours: Vec<f64>,
+    /// scikit-learn's trees on our bootstrap draws.
+    pub theirs: Vec<f64>,
+    /// scikit-learn's again, other seeds (its own tie noise).
+    pub theirs_again: Vec<f64>,
+}
+
 /// Fold `k`'s held-out predictions of our default-settings forest and of scikit-learn's trees
 /// grown on the same bootstrap weights, and of scikit-learn's again with other seeds (its own
 /// tie noise): (ours, theirs, theirs again), watts, in `folds[k].test` order.
@@ -361,7 +372,7 @@ pub fn same_bootstrap(
     folds: &[Fold],
     k: usize,
     dir: &Path,
-) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>), ParityError> {
+) -> Result<SameDraws, ParityError> {
     let f = &folds[k];
     let matrix = dir.join(format!("{}__matrix.csv", s.node));
     write_matrix(s, folds, &matrix)?;
@@ -423,7 +434,11 @@ pub fn same_bootstrap(
         theirs.push(cells.next().ok_or_else(bad)??);
         again.push(cells.next().ok_or_else(bad)??);
     }
-    Ok((ours, theirs, again))
+    Ok(SameDraws {
+        ours,
+        theirs,
+        theirs_again: again,
+    })
 }
 
 #[cfg(test)]
@@ -541,7 +556,11 @@ mod tests {
             .find(|(s, _)| s.node.contains("e5-2650"))
             .expect("the E5-2650");
         let k = folds.iter().position(|f| f.name == "web_search").unwrap();
-        let (ours, theirs, again) = same_bootstrap(&sk, &s, &folds, k, dir.path()).unwrap();
+        let SameDraws {
+            ours,
+            theirs,
+            theirs_again: again,
+        } = same_bootstrap(&sk, &s, &folds, k, dir.path()).unwrap();
         assert_eq!(ours.len(), folds[k].test.len());
         assert_eq!(theirs.len(), ours.len());
         let (ours_median, ours_p90) = spread(&ours, &theirs);
