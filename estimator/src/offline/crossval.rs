@@ -277,5 +277,167 @@ fn markdown(nodes: &[NodeSamples], out: &[NodeCrossval], o: &OfflineOptions) -> 
         }
         md.push('\n');
     }
+    md.push_str(&selection_gap_section(out));
     md
+}
+
+/// How the selected model of one node compares with fixed candidates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelectionGap {
+    /// Node.
+    pub node: String,
+    /// `selected` mean held-out MAPE.
+    pub selected: f64,
+    /// The fixed candidate best on this node, in hindsight, and its MAPE.
+    pub best_here: (String, f64),
+    /// Leave one machine out: the fixed candidate with the lowest mean MAPE over the other
+    /// nodes (among those scored on every node), and its MAPE on this one; `None` with a single
+    /// node.
+    pub lomo: Option<(String, f64)>,
+}
+
+/// For every node, `selected` against the best fixed candidate: in hindsight on the node, and
+/// the one a user would have shipped from the other nodes (leave one machine out). A selection
+/// that does not pay off shows as `selected` above the LOMO candidate's score.
+pub fn selection_gaps(rows: &[SummaryRow]) -> Vec<SelectionGap> {
+    let all: Vec<&SummaryRow> = rows.iter().filter(|r| r.workload == report::ALL).collect();
+    let mut nodes: Vec<&str> = Vec::new();
+    for r in &all {
+        if !nodes.contains(&r.node.as_str()) {
+            nodes.push(&r.node);
+        }
+    }
+    let fixed = |r: &&&SummaryRow| r.model != SELECTED && !r.model.starts_with("baseline");
+    let score = |node: &str, model: &str| {
+        all.iter()
+            .find(|r| r.node == node && r.model == model)
+            .map(|r| r.score.mape_percent)
+    };
+    let mut everywhere: Vec<&str> = Vec::new();
+    for r in all.iter().filter(fixed) {
+        if !everywhere.contains(&r.model.as_str())
+            && nodes.iter().all(|n| score(n, &r.model).is_some())
+        {
+            everywhere.push(&r.model);
+        }
+    }
+    nodes
+        .iter()
+        .filter_map(|&node| {
+            let selected = score(node, SELECTED)?;
+            let best = all
+                .iter()
+                .filter(fixed)
+                .filter(|r| r.node == node)
+                .min_by(|a, b| a.score.mape_percent.total_cmp(&b.score.mape_percent))?;
+            let lomo = (nodes.len() > 1)
+                .then(|| {
+                    everywhere
+                        .iter()
+                        .map(|&m| {
+                            let others: Vec<f64> = nodes
+                                .iter()
+                                .filter(|&&n| n != node)
+                                .filter_map(|n| score(n, m))
+                                .collect();
+                            (m, others.iter().sum::<f64>() / others.len() as f64)
+                        })
+                        .min_by(|a, b| a.1.total_cmp(&b.1))
+                        .and_then(|(m, _)| Some((m.to_string(), score(node, m)?)))
+                })
+                .flatten();
+            Some(SelectionGap {
+                node: node.into(),
+                selected,
+                best_here: (best.model.clone(), best.score.mape_percent),
+                lomo,
+            })
+        })
+        .collect()
+}
+
+fn selection_gap_section(out: &[NodeCrossval]) -> String {
+    let rows: Vec<SummaryRow> = out.iter().flat_map(|n| n.rows.clone()).collect();
+    let gaps = selection_gaps(&rows);
+    let mut md = String::from("## Does selection pay off?\n\n");
+    md.push_str(
+        "`selected` against fixed candidates, mean held-out MAPE. *LOMO candidate*: the fixed \
+         candidate with the lowest mean MAPE on the other nodes, the one a model chosen without \
+         this node's data would be; *best here*: the best fixed candidate on this node, known \
+         only in hindsight. A positive gap to the LOMO candidate means selection on this node \
+         did worse than shipping that one candidate.\n\n",
+    );
+    md.push_str(
+        "| node | selected | LOMO candidate | its MAPE | selected − LOMO | best here | its MAPE \
+         | selected − best |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for g in &gaps {
+        let (lomo_name, lomo_mape, lomo_gap) = match &g.lomo {
+            Some((m, v)) => (
+                format!("`{m}`"),
+                format!("{v:.2} %"),
+                format!("{:+.2}", g.selected - v),
+            ),
+            None => ("(one node only)".into(), "".into(), "".into()),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {:.2} % | {lomo_name} | {lomo_mape} | {lomo_gap} | `{}` | {:.2} % | {:+.2} |",
+            g.node,
+            g.selected,
+            g.best_here.0,
+            g.best_here.1,
+            g.selected - g.best_here.1
+        );
+    }
+    md.push('\n');
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offline::metrics::Score;
+
+    fn row(node: &str, model: &str, mape: f64) -> SummaryRow {
+        SummaryRow {
+            node: node.into(),
+            workload: report::ALL.into(),
+            model: model.into(),
+            score: Score {
+                mape_percent: mape,
+                ..Score::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_lomo_candidate_is_chosen_on_the_other_nodes_only() {
+        // forest is best on a and b, ridge on c; knn only exists on a.
+        let rows = vec![
+            row("a", SELECTED, 5.0),
+            row("a", "forest", 4.0),
+            row("a", "ridge", 6.0),
+            row("a", "knn", 1.0),
+            row("a", "baseline_cpu_linear", 0.5),
+            row("b", SELECTED, 7.0),
+            row("b", "forest", 6.0),
+            row("b", "ridge", 9.0),
+            row("c", SELECTED, 3.0),
+            row("c", "forest", 8.0),
+            row("c", "ridge", 2.0),
+        ];
+        let g = selection_gaps(&rows);
+        assert_eq!(g.len(), 3);
+        // a: the knn row exists only on a, so it is best here but not a LOMO candidate.
+        assert_eq!(g[0].best_here, ("knn".into(), 1.0));
+        // Without a: forest (6+8)/2 = 7 against ridge (9+2)/2 = 5.5: ridge.
+        assert_eq!(g[0].lomo, Some(("ridge".into(), 6.0)));
+        // Without b: forest 6, ridge 4: ridge. Without c: forest 5, ridge 7.5: forest.
+        assert_eq!(g[1].lomo, Some(("ridge".into(), 9.0)));
+        assert_eq!(g[2].lomo, Some(("forest".into(), 8.0)));
+        assert_eq!(g[2].selected, 3.0);
+        let one = selection_gaps(&rows[..5]);
+        assert_eq!(one[0].lomo, None);
+    }
 }

@@ -15,6 +15,7 @@ pub mod evaluate;
 pub mod fit;
 pub mod metrics;
 pub mod models;
+pub mod parity;
 pub mod plots;
 pub mod predictions;
 pub mod report;

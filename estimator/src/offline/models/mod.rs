@@ -273,7 +273,12 @@ fn net(x: &Matrix, y: &[f64], alpha: f64, l1_ratio: f64) -> Result<ModelKind, Fi
 /// scikit-learn's `RandomForestRegressor()` defaults: 100 fully grown exact-split trees on
 /// bootstrap draws, every input tried at every split, one row per leaf at least.
 pub fn sklearn_forest() -> Candidate {
-    Candidate::Forest(ForestParams {
+    Candidate::Forest(sklearn_forest_params())
+}
+
+/// The parameters of [`sklearn_forest`].
+pub fn sklearn_forest_params() -> ForestParams {
+    ForestParams {
         trees: 100,
         tree: TreeParams {
             max_depth: FULL_DEPTH,
@@ -281,7 +286,7 @@ pub fn sklearn_forest() -> Candidate {
             features_per_split: usize::MAX,
         },
         exact: true,
-    })
+    }
 }
 
 /// scikit-learn's `GradientBoostingRegressor()` defaults: 100 exact-split trees of depth 3,
@@ -353,9 +358,10 @@ pub fn classic_candidates() -> Vec<Candidate> {
     ]
 }
 
-/// Every candidate of the classic grid plus the scikit-learn-default forest and boosting and
-/// the exact forest's ensemble with the histogram boosting (`--grid wide`): the superset that
-/// benches/grid_lomo.py replays to compare grids and rules across machines.
+/// Every candidate of the classic grid plus the scikit-learn-default forest and boosting, the
+/// exact forest's ensemble with the histogram boosting, and its averages with OLS and with
+/// ridge (`--grid wide`): the superset that benches/grid_lomo.py replays to compare grids and
+/// rules across machines.
 pub fn wide_candidates() -> Vec<Candidate> {
     let mut out = classic_candidates();
     let boost = out
@@ -366,6 +372,13 @@ pub fn wide_candidates() -> Vec<Candidate> {
     out.push(sklearn_forest());
     out.push(sklearn_boosting());
     out.push(Candidate::Ensemble(vec![sklearn_forest(), boost]));
+    // The forest averaged with the node's own linear model: trees cannot extrapolate past the
+    // training power, a line can, and on a new machine neither is known to be the better.
+    out.push(Candidate::Ensemble(vec![sklearn_forest(), Candidate::Ols]));
+    out.push(Candidate::Ensemble(vec![
+        sklearn_forest(),
+        Candidate::Ridge { alpha: 1.0 },
+    ]));
     out
 }
 

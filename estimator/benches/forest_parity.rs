@@ -1,0 +1,117 @@
+//! Run with `cargo bench -p greenpipe-estimator --bench forest_parity` (scikit-learn from the
+//! `.venv` of scripts/setup.sh; the shared traces beside the checkout).
+//!
+//! The forest- and boosting-parity check of `offline::parity` on every machine of
+//! `../shared/datasets/power` with all their rows (the unit tests thin them to 3,000): per
+//! machine, the mean held-out MAPE of our scikit-learn-default forest and boosting against
+//! `RandomForestRegressor()` and `GradientBoostingRegressor()` on the same folds, and the fit
+//! CPU time of both on one core, measured side by side in this one run; then the prediction-by-
+//! prediction comparison of the two forests grown on the same bootstrap draws on one fold.
+//! Prints markdown tables (docs/training.md); asserts nothing about time.
+//!
+//! Then the plain leave-one-workload-out of the fixed configurations (forest, forest averaged
+//! with OLS or ridge, OLS) on the same folds, for the leave-one-machine-out table.
+//!
+//! `GREENPIPE_PARITY_MODELS` (default `rf,gbr`) picks the models compared with scikit-learn.
+
+use std::path::PathBuf;
+
+use greenpipe_estimator::offline::models::{sklearn_boosting, sklearn_forest, Candidate};
+use greenpipe_estimator::offline::parity::{self, Sklearn};
+use greenpipe_estimator::offline::{samples, OfflineOptions};
+
+fn main() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let sk = Sklearn::in_workspace(&root);
+    let options =
+        OfflineOptions::parse(None, "stress|cpu", Some("^(Disk|Network)"), None, None).unwrap();
+    let nodes = samples::load(&[root.join("../shared/datasets/power")], None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let models = std::env::var("GREENPIPE_PARITY_MODELS").unwrap_or_else(|_| "rf,gbr".into());
+    for model in models.split(',') {
+        let candidate = match model {
+            "rf" => sklearn_forest(),
+            "gbr" => sklearn_boosting(),
+            other => panic!("GREENPIPE_PARITY_MODELS: unknown model {other:?}; known: rf, gbr"),
+        };
+        println!("\n{} against scikit-learn {model}:\n", candidate.name());
+        println!("| machine | rows | folds | ours | scikit-learn | difference | fit CPU ours | fit CPU scikit-learn |");
+        println!("|---|---|---|---|---|---|---|---|");
+        for s in &nodes {
+            let (s, folds) = parity::folds(&options, s).unwrap();
+            let c = parity::compare(&sk, &s, &folds, &candidate, model, dir.path()).unwrap();
+            let (ours, theirs) = c.mean_mape();
+            let (t_ours, t_theirs) = c.fit_cpu_seconds();
+            println!(
+                "| {} | {} | {} | {ours:.2} % | {theirs:.2} % | {:+.2} | {t_ours:.1} s | {t_theirs:.1} s |",
+                s.node,
+                s.y.len(),
+                folds.len(),
+                ours - theirs
+            );
+            for (i, f) in c.folds.iter().enumerate() {
+                eprintln!(
+                    "  {}: {f}: {:.2} % against {:.2} %",
+                    s.node, c.ours[i].mape_percent, c.theirs[i].mape_percent
+                );
+            }
+        }
+    }
+    // Plain leave-one-workload-out of the fixed (no selection) configurations that
+    // benches/grid_lomo.py weighs against the default's nested selection.
+    let fixed = [
+        sklearn_forest(),
+        Candidate::Ensemble(vec![sklearn_forest(), Candidate::Ols]),
+        Candidate::Ensemble(vec![sklearn_forest(), Candidate::Ridge { alpha: 1.0 }]),
+        Candidate::Ols,
+    ];
+    println!("\nplain leave-one-workload-out, mean held-out MAPE:\n");
+    println!(
+        "| machine | {} |",
+        fixed
+            .iter()
+            .map(Candidate::name)
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("|---|{}", "---|".repeat(fixed.len()));
+    for s in &nodes {
+        let (s, folds) = parity::folds(&options, s).unwrap();
+        let per = parity::plain_lowo(&s, &folds, &fixed).unwrap();
+        let cells: Vec<String> = per
+            .iter()
+            .map(|v| format!("{:.2} %", v.iter().sum::<f64>() / v.len() as f64))
+            .collect();
+        println!("| {} | {} |", s.node, cells.join(" | "));
+    }
+    for s in &nodes {
+        let (s, folds) = parity::folds(&options, s).unwrap();
+        let Some(k) = folds.iter().position(|f| f.name == "web_search") else {
+            continue;
+        };
+        let parity::SameDraws {
+            ours,
+            theirs,
+            theirs_again: again,
+        } = parity::same_bootstrap(&sk, &s, &folds, k, dir.path()).unwrap();
+        let quantiles = |a: &[f64], b: &[f64]| {
+            let mut d: Vec<f64> = a.iter().zip(b).map(|(x, y)| (x - y).abs()).collect();
+            d.sort_by(f64::total_cmp);
+            let q = |p: f64| d[((d.len() - 1) as f64 * p) as usize];
+            format!(
+                "median {:.3} W, 90th percentile {:.3} W, max {:.3} W",
+                q(0.5),
+                q(0.9),
+                q(1.0)
+            )
+        };
+        println!(
+            "same bootstrap draws, {} fold web_search, {} predictions: |ours - scikit-learn| {}; \
+             scikit-learn against itself with other seeds {}",
+            s.node,
+            ours.len(),
+            quantiles(&ours, &theirs),
+            quantiles(&again, &theirs)
+        );
+    }
+}
