@@ -14,3 +14,5 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Two cores: run test binaries one at a time so timing-sensitive kernel tests are not starved.
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2
+# Unit tests for aarch64 and armv7 under qemu-user (cross builds cached in ~/.cache/greenpipe).
+scripts/test-arm.sh
