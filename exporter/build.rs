@@ -107,6 +107,7 @@ fn compile(src: &Path, include: &Path, out: &Path, stem: &str) -> Result<(), Str
     let obj = out.join(format!("{stem}.bpf.o"));
     let output = Command::new(&clang)
         .args(["-target", "bpf", "-O2", "-g", "-Wall", "-Werror"])
+        .arg(target_arch_define()?)
         .arg("-I")
         .arg(out)
         .arg("-I")
@@ -134,4 +135,23 @@ fn compile(src: &Path, include: &Path, out: &Path, stem: &str) -> Result<(), Str
         Err(e) => println!("cargo:warning={strip} not run ({e}); BPF objects keep their DWARF"),
     }
     Ok(())
+}
+
+/// libbpf's `bpf_tracing.h` picks the `pt_regs` layout (PT_REGS_PARM*, BPF_KPROBE) from
+/// `__TARGET_ARCH_<arch>`. The programs use BTF tracepoints, whose arguments are the same u64
+/// array on every CPU, but a kprobe added later must see the layout of the CPU the exporter is
+/// built for (Cargo's target, not the build host): x86, arm64 or arm.
+fn target_arch_define() -> Result<String, String> {
+    let arch =
+        env::var("CARGO_CFG_TARGET_ARCH").map_err(|e| format!("CARGO_CFG_TARGET_ARCH: {e}"))?;
+    let libbpf = match arch.as_str() {
+        "x86_64" => "x86",
+        "aarch64" => "arm64",
+        "arm" => "arm",
+        "riscv64" => "riscv",
+        "powerpc64" => "powerpc",
+        "s390x" => "s390",
+        other => return Err(format!("no libbpf __TARGET_ARCH for target arch {other}")),
+    };
+    Ok(format!("-D__TARGET_ARCH_{libbpf}"))
 }

@@ -2,6 +2,10 @@
 # Installs what GreenPipe needs on a fresh Debian 12 machine (as root), skipping what is there.
 # Idempotent: safe to run before every build and test.
 set -euo pipefail
+# `setup.sh --cross TARGET...`: the ARM cross toolchains instead (scripts/setup-cross.sh).
+if [[ ${1:-} == --cross ]]; then
+  exec "$(dirname "$0")/setup-cross.sh" "${@:2}"
+fi
 
 packages=(
   clang llvm libbpf-dev bpftool   # BPF programs: compile with clang, inspect with bpftool

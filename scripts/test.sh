@@ -17,3 +17,5 @@ git ls-files -z '*.rs' ':!:fuzz/' | xargs -0 -n 20 rustfmt --check --edition 202
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Two cores: run test binaries one at a time so timing-sensitive kernel tests are not starved.
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2
+# Unit tests for aarch64 and armv7 under qemu-user (cross builds cached in ~/.cache/greenpipe).
+scripts/test-arm.sh

@@ -75,6 +75,8 @@ pub struct Cli {
 pub enum Command {
     /// List the power meters found on this machine and why each other kind is unavailable.
     Meters,
+    /// Name the board (device tree model, cpuinfo) and the bundled profile that fits it.
+    Board,
 }
 
 /// The TOML configuration file. Every key is optional; unknown keys are errors.
@@ -567,6 +569,7 @@ mod tests {
         assert_eq!(c.command, Some(Command::Meters));
         assert_eq!(c.meters.len(), 1);
         assert_eq!(parse(&[]).unwrap().command, None);
+        assert_eq!(parse(&["board"]).unwrap().command, Some(Command::Board));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! tick on its own thread and publishes an encoded [`metrics::MetricSet`]; [`http`] serves the
 //! last published text. Scrapes never trigger collection work.
 
+pub mod board;
 pub mod bpf;
 pub mod cgroup_ids;
 pub mod collector;

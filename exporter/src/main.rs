@@ -6,8 +6,8 @@ use std::sync::{Arc, RwLock};
 use anyhow::Context;
 use greenpipe_exporter::config::{Command, Config};
 use greenpipe_exporter::sampler::{Published, Sampler};
-use greenpipe_exporter::{http, meter};
-use tracing::info;
+use greenpipe_exporter::{board, http, meter};
+use tracing::{info, warn};
 
 fn main() {
     if let Err(err) = run() {
@@ -33,6 +33,10 @@ fn run() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Some(Command::Board) => {
+            println!("{}", board::detect_host(&config.paths)?);
+            Ok(())
+        }
     }
 }
 
@@ -42,6 +46,14 @@ fn serve(config: Config) -> anyhow::Result<()> {
     // Read before anything starts: a bad web config or certificate is a start-up error.
     let web = greenpipe_web::load(config.web_config_file.as_deref())?;
     info!(node = %config.node_name, collectors = ?config.collectors, interval = ?config.interval, "starting");
+    // Which bundled profile fits this board, so the operator sees it (and a fallback) at start.
+    match board::detect_host(&config.paths) {
+        Ok(d) if d.is_fallback() => {
+            warn!(board = ?d.board.map(|b| b.name()), profile = d.profile, "{d}")
+        }
+        Ok(d) => info!(board = ?d.board.map(|b| b.name()), profile = d.profile, "{d}"),
+        Err(e) => warn!(error = %e, "board detection failed"),
+    }
     let sampler = Sampler::new(config)?;
     let shared = Arc::new(RwLock::new(Published::default()));
     let stop = Arc::new(AtomicBool::new(false));

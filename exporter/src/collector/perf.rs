@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use greenpipe_common::contract;
 use greenpipe_common::names::{label, source};
+#[cfg(not(target_arch = "arm"))]
 use perf_event_open_sys as sys;
 use tracing::warn;
 
@@ -356,6 +357,76 @@ impl Collector for PerfCollector {
             .sum();
         out.gauge(&contract::exporter::PERF_EVENTS_OPEN, &[], fds as f64);
         Ok(())
+    }
+}
+
+/// perf-event-open-sys has no bindings for 32-bit ARM (armv7 boards on a 32-bit OS), so there
+/// the little this collector uses is declared here: `perf_event_attr` up to `config1`
+/// (PERF_ATTR_SIZE_VER0, 64 bytes, which every kernel accepts; the layout is the same on every
+/// CPU) and the syscall itself.
+#[cfg(target_arch = "arm")]
+mod sys {
+    pub mod bindings {
+        pub const PERF_TYPE_HARDWARE: u32 = 0;
+        pub const PERF_COUNT_HW_CPU_CYCLES: u32 = 0;
+        pub const PERF_COUNT_HW_INSTRUCTIONS: u32 = 1;
+        pub const PERF_COUNT_HW_CACHE_MISSES: u32 = 3;
+        pub const PERF_FORMAT_TOTAL_TIME_ENABLED: u32 = 1 << 0;
+        pub const PERF_FORMAT_TOTAL_TIME_RUNNING: u32 = 1 << 1;
+        pub const PERF_FORMAT_GROUP: u32 = 1 << 3;
+        pub const PERF_FLAG_PID_CGROUP: u32 = 1 << 2;
+        pub const PERF_FLAG_FD_CLOEXEC: u32 = 1 << 3;
+
+        /// `struct perf_event_attr`, PERF_ATTR_SIZE_VER0 (named as in the kernel and the crate).
+        #[repr(C)]
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Default, Clone, Copy)]
+        pub struct perf_event_attr {
+            pub type_: u32,
+            pub size: u32,
+            pub config: u64,
+            pub sample_period: u64,
+            pub sample_type: u64,
+            pub read_format: u64,
+            /// disabled:1, inherit:1, pinned:1, exclusive:1, exclude_user:1, exclude_kernel:1,
+            /// exclude_hv:1, ...
+            pub flags: u64,
+            pub wakeup_events: u32,
+            pub bp_type: u32,
+            pub config1: u64,
+        }
+
+        const _: () = assert!(std::mem::size_of::<perf_event_attr>() == 64);
+
+        impl perf_event_attr {
+            fn set_bit(&mut self, bit: u32, on: u64) {
+                self.flags = (self.flags & !(1 << bit)) | ((on & 1) << bit);
+            }
+            pub fn set_disabled(&mut self, on: u64) {
+                self.set_bit(0, on)
+            }
+            pub fn set_exclude_kernel(&mut self, on: u64) {
+                self.set_bit(5, on)
+            }
+            pub fn set_exclude_hv(&mut self, on: u64) {
+                self.set_bit(6, on)
+            }
+        }
+    }
+
+    /// perf_event_open(2).
+    ///
+    /// # Safety
+    /// `attr` must point to a valid `perf_event_attr` whose `size` is its size.
+    pub unsafe fn perf_event_open(
+        attr: *mut bindings::perf_event_attr,
+        pid: i32,
+        cpu: i32,
+        group_fd: i32,
+        flags: libc::c_ulong,
+    ) -> i32 {
+        // SAFETY: the caller guarantees attr; the other arguments are plain integers.
+        unsafe { libc::syscall(libc::SYS_perf_event_open, attr, pid, cpu, group_fd, flags) as i32 }
     }
 }
 

@@ -184,7 +184,9 @@ mod tests {
 
     #[test]
     fn procfs_is_regenerated_on_each_read() {
-        let mut file = TextFile::new(PathBuf::from("/proc/self/stat"));
+        // /proc/stat's CPU times, not /proc/self/stat: under qemu-user (scripts/test-arm.sh)
+        // /proc/self is qemu's own snapshot, taken at open and never regenerated.
+        let mut file = TextFile::new(PathBuf::from("/proc/stat"));
         let first = file.read().unwrap().to_string();
         let mut x = 0u64;
         for i in 0..30_000_000u64 {
@@ -192,6 +194,6 @@ mod tests {
         }
         std::hint::black_box(x);
         let second = file.read().unwrap().to_string();
-        assert_ne!(first, second, "utime moves while we spin");
+        assert_ne!(first, second, "CPU times move while we spin");
     }
 }

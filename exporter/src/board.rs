@@ -1,0 +1,231 @@
+//! Which board this is, and which bundled uncalibrated profile (`estimator/models/profiles/`)
+//! fits it.
+//!
+//! The board is read from the device tree's `model` (what the firmware or the kernel's DTS names
+//! the board: `Raspberry Pi 5 Model B Rev 1.0`, `NVIDIA Jetson Orin Nano Developer Kit`,
+//! `Radxa ROCK 5B`), and, where there is no device tree (x86, ACPI arm64 servers), from
+//! `/proc/cpuinfo`. Raspberry Pi kernels also print the model as the last line of cpuinfo
+//! (`Model : ...`), which is used when the device tree is not mounted (some containers).
+//! `Hardware : BCM2835` is not used: since kernel 4.9 every Pi reports BCM2835 there.
+//!
+//! A board we know may still have no bundled profile (only rpi4, rpi5 and x86-server exist);
+//! then, as for a board we do not know, the pick falls back to [`FALLBACK_PROFILE`] and says so,
+//! so an operator sees which figures the predictions come from.
+
+use std::fmt;
+
+use crate::paths::Paths;
+
+/// Profile used when no bundled profile fits: `estimator/models/default.json`, the
+/// uncalibrated idle/full-load interpolation with a Raspberry Pi 4's published figures.
+pub const FALLBACK_PROFILE: &str = "default";
+
+/// A board family we recognise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Board {
+    /// Raspberry Pi 3 Model B / B+ / A+ (BCM2837, 4x Cortex-A53).
+    RaspberryPi3,
+    /// Raspberry Pi 4 Model B, Pi 400, Compute Module 4 (BCM2711, 4x Cortex-A72).
+    RaspberryPi4,
+    /// Raspberry Pi 5 (BCM2712, 4x Cortex-A76).
+    RaspberryPi5,
+    /// Raspberry Pi Zero 2 W (RP3A0, 4x Cortex-A53).
+    RaspberryPiZero2W,
+    /// NVIDIA Jetson Orin Nano (T234, 6x Cortex-A78AE).
+    JetsonOrinNano,
+    /// Radxa ROCK 5A / 5B / 5B+ / 5T (RK3588/RK3588S, 4x A76 + 4x A55).
+    Rock5,
+    /// An x86-64 machine (Intel or AMD vendor id in cpuinfo, no device tree).
+    X86,
+}
+
+impl Board {
+    /// Short name, as used in profile file names and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Board::RaspberryPi3 => "rpi3",
+            Board::RaspberryPi4 => "rpi4",
+            Board::RaspberryPi5 => "rpi5",
+            Board::RaspberryPiZero2W => "rpi-zero-2-w",
+            Board::JetsonOrinNano => "jetson-orin-nano",
+            Board::Rock5 => "rock5",
+            Board::X86 => "x86",
+        }
+    }
+
+    /// The bundled profile made for this board, if there is one
+    /// (`estimator/models/profiles/<name>.json`).
+    pub fn bundled_profile(self) -> Option<&'static str> {
+        match self {
+            Board::RaspberryPi4 => Some("rpi4"),
+            Board::RaspberryPi5 => Some("rpi5"),
+            Board::X86 => Some("x86-server"),
+            Board::RaspberryPi3
+            | Board::RaspberryPiZero2W
+            | Board::JetsonOrinNano
+            | Board::Rock5 => None,
+        }
+    }
+}
+
+/// Recognises a board from a device-tree model string (or a Pi's cpuinfo `Model` line).
+fn board_from_model(model: &str) -> Option<Board> {
+    // Order matters: "Raspberry Pi 4" is a prefix of "Raspberry Pi 400" (same SoC, fine), and
+    // "Zero 2 W" must not be read as a Pi 2.
+    const RULES: &[(&str, Board)] = &[
+        ("Raspberry Pi Zero 2", Board::RaspberryPiZero2W),
+        ("Raspberry Pi 5", Board::RaspberryPi5),
+        ("Raspberry Pi 4", Board::RaspberryPi4),
+        ("Raspberry Pi Compute Module 4", Board::RaspberryPi4),
+        ("Raspberry Pi 3", Board::RaspberryPi3),
+        ("Raspberry Pi Compute Module 3", Board::RaspberryPi3),
+        ("Jetson Orin Nano", Board::JetsonOrinNano),
+        // Mainline DTS: "Radxa ROCK 5B", "Radxa ROCK 5 Model B" (older), "Radxa Rock 5B Board".
+        ("Radxa ROCK 5", Board::Rock5),
+        ("Radxa Rock 5", Board::Rock5),
+    ];
+    RULES
+        .iter()
+        .find(|(prefix, _)| model.contains(prefix))
+        .map(|&(_, board)| board)
+}
+
+/// The value of a `Key : value` line of cpuinfo (first occurrence).
+fn cpuinfo_field<'a>(cpuinfo: &'a str, key: &str) -> Option<&'a str> {
+    cpuinfo.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim())
+    })
+}
+
+/// What detection saw and concluded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detection {
+    /// The device tree's model, NULs and whitespace trimmed (None: no device tree).
+    pub device_tree_model: Option<String>,
+    /// The board recognised, if any.
+    pub board: Option<Board>,
+    /// The profile picked: the board's own, or [`FALLBACK_PROFILE`].
+    pub profile: &'static str,
+}
+
+impl Detection {
+    /// Whether the profile is the fallback rather than one made for this board.
+    pub fn is_fallback(&self) -> bool {
+        self.profile == FALLBACK_PROFILE
+    }
+}
+
+impl fmt::Display for Detection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let seen = match &self.device_tree_model {
+            Some(m) => format!("device-tree model {m:?}"),
+            None => "no device tree".to_string(),
+        };
+        match self.board {
+            Some(b) if !self.is_fallback() => {
+                write!(f, "board {} ({seen}); profile {}", b.name(), self.profile)
+            }
+            Some(b) => write!(
+                f,
+                "board {} ({seen}) has no bundled profile; profile {} (fallback: uncalibrated, \
+                 Raspberry Pi 4 figures; train a model for this board)",
+                b.name(),
+                self.profile
+            ),
+            None => write!(
+                f,
+                "no known board ({seen}); profile {} (fallback: uncalibrated, Raspberry Pi 4 \
+                 figures; train a model for this board)",
+                self.profile
+            ),
+        }
+    }
+}
+
+/// Detects the board from the contents of the device tree's `model` and of `/proc/cpuinfo`
+/// (either may be absent).
+pub fn detect(device_tree_model: Option<&str>, cpuinfo: Option<&str>) -> Detection {
+    let model = device_tree_model
+        .map(|m| m.trim_matches(|c: char| c == '\0' || c.is_whitespace()))
+        .filter(|m| !m.is_empty());
+    let board = model
+        .and_then(board_from_model)
+        .or_else(|| {
+            cpuinfo
+                .and_then(|c| cpuinfo_field(c, "Model"))
+                .and_then(board_from_model)
+        })
+        .or_else(|| {
+            // Only a machine without a device tree is taken for an x86 server by its vendor id.
+            let vendor = cpuinfo.and_then(|c| cpuinfo_field(c, "vendor_id"))?;
+            (model.is_none() && matches!(vendor, "GenuineIntel" | "AuthenticAMD" | "HygonGenuine"))
+                .then_some(Board::X86)
+        });
+    Detection {
+        device_tree_model: model.map(str::to_string),
+        board,
+        profile: board
+            .and_then(Board::bundled_profile)
+            .unwrap_or(FALLBACK_PROFILE),
+    }
+}
+
+/// Reads the device tree model (`<procfs>/device-tree/model`, else
+/// `<sysfs>/firmware/devicetree/base/model`) and `<procfs>/cpuinfo`, then [`detect`]s.
+/// A file that is absent counts as absent; one that exists and cannot be read is an error.
+pub fn detect_host(paths: &Paths) -> std::io::Result<Detection> {
+    fn read_optional(path: &std::path::Path) -> std::io::Result<Option<String>> {
+        match std::fs::read(path) {
+            Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(std::io::Error::new(
+                e.kind(),
+                format!("reading {}: {e}", path.display()),
+            )),
+        }
+    }
+    let model = match read_optional(&paths.proc("device-tree/model"))? {
+        Some(m) => Some(m),
+        None => read_optional(&paths.sys("firmware/devicetree/base/model"))?,
+    };
+    let cpuinfo = read_optional(&paths.proc("cpuinfo"))?;
+    Ok(detect(model.as_deref(), cpuinfo.as_deref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_rules_do_not_confuse_zero_2_with_pi_2_or_400_with_4() {
+        assert_eq!(
+            board_from_model("Raspberry Pi Zero 2 W Rev 1.0"),
+            Some(Board::RaspberryPiZero2W)
+        );
+        assert_eq!(board_from_model("Raspberry Pi 2 Model B Rev 1.1"), None);
+        assert_eq!(
+            board_from_model("Raspberry Pi 400 Rev 1.0"),
+            Some(Board::RaspberryPi4)
+        );
+        assert_eq!(board_from_model("Raspberry Pi Zero W Rev 1.1"), None);
+    }
+
+    #[test]
+    fn x86_vendor_is_ignored_when_a_device_tree_names_another_board() {
+        let d = detect(
+            Some("linux,dummy-virt"),
+            Some("vendor_id\t: GenuineIntel\n"),
+        );
+        assert_eq!(d.board, None);
+        assert_eq!(d.profile, FALLBACK_PROFILE);
+    }
+
+    #[test]
+    fn empty_device_tree_model_counts_as_absent() {
+        let d = detect(Some("\0"), None);
+        assert_eq!(d.device_tree_model, None);
+        assert_eq!(d.board, None);
+        assert!(d.to_string().contains("no device tree"), "{d}");
+    }
+}

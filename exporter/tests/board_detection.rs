@@ -1,0 +1,103 @@
+//! Board detection on the procfs trees of real boards (fixtures/boards/README.md says where each
+//! model string comes from): each board is recognised and gets its bundled profile, or the
+//! fallback profile, named.
+
+use std::path::PathBuf;
+
+use greenpipe_exporter::board::{detect_host, Board, FALLBACK_PROFILE};
+use greenpipe_exporter::paths::Paths;
+
+fn fixture(name: &str) -> Paths {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/boards")
+        .join(name);
+    assert!(root.is_dir(), "fixture {} missing", root.display());
+    Paths {
+        procfs: root.join("proc"),
+        sysfs: root.join("sys"),
+        cgroupfs: root.join("sys/fs/cgroup"),
+    }
+}
+
+#[test]
+fn each_board_gets_its_profile_or_the_named_fallback() {
+    let cases: &[(&str, Option<Board>, &str)] = &[
+        ("rpi3b-plus", Some(Board::RaspberryPi3), FALLBACK_PROFILE),
+        ("rpi4b", Some(Board::RaspberryPi4), "rpi4"),
+        ("rpi4b-cpuinfo-only", Some(Board::RaspberryPi4), "rpi4"),
+        ("rpi5b", Some(Board::RaspberryPi5), "rpi5"),
+        (
+            "rpi-zero-2-w",
+            Some(Board::RaspberryPiZero2W),
+            FALLBACK_PROFILE,
+        ),
+        (
+            "jetson-orin-nano",
+            Some(Board::JetsonOrinNano),
+            FALLBACK_PROFILE,
+        ),
+        ("rock5b", Some(Board::Rock5), FALLBACK_PROFILE),
+        ("qemu-virt", None, FALLBACK_PROFILE),
+        ("x86-server", Some(Board::X86), "x86-server"),
+    ];
+    for &(name, board, profile) in cases {
+        let d = detect_host(&fixture(name)).unwrap();
+        assert_eq!(d.board, board, "{name}: {d}");
+        assert_eq!(d.profile, profile, "{name}: {d}");
+    }
+}
+
+#[test]
+fn every_profile_picked_is_bundled() {
+    let profiles = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../estimator/models");
+    for name in ["rpi4b", "rpi5b", "x86-server", "qemu-virt"] {
+        let d = detect_host(&fixture(name)).unwrap();
+        let file = if d.is_fallback() {
+            profiles.join(format!("{}.json", d.profile))
+        } else {
+            profiles
+                .join("profiles")
+                .join(format!("{}.json", d.profile))
+        };
+        assert!(
+            file.is_file(),
+            "{name}: profile {} has no file {}",
+            d.profile,
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn the_fallback_is_named_with_what_was_seen() {
+    let unknown = detect_host(&fixture("qemu-virt")).unwrap();
+    let text = unknown.to_string();
+    assert!(text.contains("\"linux,dummy-virt\""), "{text}");
+    assert!(
+        text.contains(&format!("profile {FALLBACK_PROFILE} (fallback")),
+        "{text}"
+    );
+    let jetson = detect_host(&fixture("jetson-orin-nano")).unwrap();
+    let text = jetson.to_string();
+    assert!(text.contains("board jetson-orin-nano"), "{text}");
+    assert!(text.contains("has no bundled profile"), "{text}");
+    let pi5 = detect_host(&fixture("rpi5b")).unwrap().to_string();
+    assert_eq!(
+        pi5,
+        "board rpi5 (device-tree model \"Raspberry Pi 5 Model B Rev 1.0\"); profile rpi5"
+    );
+}
+
+#[test]
+fn an_unreadable_model_file_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory where the file should be: exists, cannot be read as a file.
+    std::fs::create_dir_all(dir.path().join("proc/device-tree/model")).unwrap();
+    let paths = Paths {
+        procfs: dir.path().join("proc"),
+        sysfs: dir.path().join("sys"),
+        cgroupfs: dir.path().join("cg"),
+    };
+    let err = detect_host(&paths).unwrap_err().to_string();
+    assert!(err.contains("device-tree/model"), "{err}");
+}

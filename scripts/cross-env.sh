@@ -1,0 +1,7 @@
+# Sourced by scripts/cross.sh and scripts/test-arm.sh: Debian's rustc-web toolchain, by full
+# path, since rustup's shims come first on PATH and have no standard library for ARM.
+CROSS_CARGO=/usr/bin/cargo
+export RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc
+# rustup exports these to the processes it starts; Debian's cargo must not inherit them.
+unset RUSTUP_TOOLCHAIN RUSTC_WRAPPER
+[[ -x "$CROSS_CARGO" && -x "$RUSTC" ]] || { echo "cross: Debian's rustc-web/cargo-web missing (scripts/setup.sh --cross TARGET)" >&2; exit 1; }

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Cross toolchains for ARM boards, installed by `scripts/setup.sh --cross TARGET...` (which
+# scripts/cross.sh and scripts/test-arm.sh call). Kept out of the plain setup.sh run so the main
+# test setup stays fast. Idempotent, as root on Debian 12.
+#
+# rustup's toolchain on the project's machines has only the x86-64 standard library and no other
+# can be fetched, so cross builds use Debian's rustc-web (Rust 1.96, bookworm-security): its
+# standard library for other CPUs comes as multiarch packages, libstd-rust-web-dev:arm64 and
+# :armhf. rustc-web installs /usr/bin/rustc and cargo-web /usr/bin/cargo; rustup's shims in
+# ~/.cargo/bin stay first on PATH, so scripts/cross.sh calls Debian's by full path.
+set -euo pipefail
+(($#)) || { echo "setup-cross: usage: setup.sh --cross TARGET..." >&2; exit 2; }
+
+packages=(rustc-web cargo-web qemu-user-static clang llvm libbpf-dev bpftool protobuf-compiler jq)
+arches=()
+for target in "$@"; do
+  case "$target" in
+    aarch64-unknown-linux-gnu) arches+=(arm64); packages+=(gcc-aarch64-linux-gnu libc6-dev:arm64 libstd-rust-web-dev:arm64) ;;
+    armv7-unknown-linux-gnueabihf) arches+=(armhf); packages+=(gcc-arm-linux-gnueabihf libc6-dev:armhf libstd-rust-web-dev:armhf) ;;
+    x86_64-unknown-linux-gnu) ;;
+    *) echo "setup-cross: unsupported target '$target' (aarch64-unknown-linux-gnu, armv7-unknown-linux-gnueabihf, x86_64-unknown-linux-gnu)" >&2; exit 2 ;;
+  esac
+done
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+((${#missing[@]})) || exit 0
+if [[ $(id -u) -ne 0 ]]; then
+  echo "setup-cross: missing packages ${missing[*]}; run as root or install them" >&2
+  exit 1
+fi
+for arch in "${arches[@]}"; do
+  dpkg --print-foreign-architectures | grep -qx "$arch" || dpkg --add-architecture "$arch"
+done
+echo "setup-cross: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
