@@ -1,12 +1,14 @@
-//! Prometheus remote write 1.0 on the wire: protobuf `WriteRequest`, raw (block) snappy, the three
-//! standard headers and batching by samples and bytes. Shared by every GreenPipe writer (the
-//! estimator's retrying sender, the carbon intensity writer) so there is one encoder to trust.
+//! Prometheus remote write on the wire: 1.0 (protobuf `WriteRequest`), 2.0 ([`v2`]:
+//! `io.prometheus.write.v2.Request`, made from the same batches), raw (block) snappy, the standard
+//! headers and batching by samples and bytes. Shared by every GreenPipe writer (the estimator's
+//! retrying sender, the carbon intensity writer) so there is one encoder to trust.
 //!
 //! Ordering rule: Prometheus (2.42) refuses a whole request for one out-of-order sample, so
 //! callers hand over series whose samples are in time order and newer than anything sent before;
 //! batches keep the order they were given and are sent one after the other.
 
 pub mod proto;
+pub mod v2;
 pub mod wire;
 pub mod writer;
 

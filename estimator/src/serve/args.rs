@@ -1,9 +1,13 @@
 //! Flags of `serve`, validated into a [`Config`]. Flag names follow Prometheus' style
 //! (`--web.listen-address`, `--remote-write.*`).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use anyhow::Context;
+use serde::Deserialize;
 
 use greenpipe_common::listen::parse_listen_address;
 
@@ -12,7 +16,7 @@ use crate::attribution::IdleSplit;
 use crate::endpoint::{AuthFlags, Endpoint};
 use crate::model_registry::ModelRegistry;
 use crate::promql::Engine;
-use crate::remote_write::{BatchLimits, RetryPolicy};
+use crate::remote_write::{BatchLimits, Protocol, RetryPolicy};
 use crate::shard::Shard;
 
 /// `greenpipe-estimator serve`.
@@ -38,6 +42,11 @@ pub struct ServeArgs {
     /// PEM CA bundle to trust for Prometheus' TLS certificate (in addition to the system's).
     #[arg(long = "prometheus.ca-file")]
     pub prometheus_ca_file: Option<PathBuf>,
+    /// Extra header on every query, NAME=VALUE (repeatable), e.g. X-Scope-OrgID=tenant-a for
+    /// Mimir or THANOS-TENANT=tenant-a. Also sent to --progress-url. Values are never logged;
+    /// put secret ones in --config.file rather than on the command line.
+    #[arg(long = "prometheus.header", value_name = "NAME=VALUE")]
+    pub prometheus_header: Vec<HeaderArg>,
 
     /// Remote-write receiver (full URL, e.g. http://prometheus:9090/api/v1/write).
     #[arg(long = "remote-write-url", env = "GREENPIPE_REMOTE_WRITE_URL")]
@@ -54,6 +63,15 @@ pub struct ServeArgs {
     /// PEM CA bundle to trust for the receiver's TLS certificate.
     #[arg(long = "remote-write.ca-file")]
     pub remote_write_ca_file: Option<PathBuf>,
+    /// Extra header on every remote-write request, NAME=VALUE (repeatable), e.g.
+    /// X-Scope-OrgID=tenant-a. Values are never logged.
+    #[arg(long = "remote-write.header", value_name = "NAME=VALUE")]
+    pub remote_write_header: Vec<HeaderArg>,
+    /// Remote-write message: 1.0 (prometheus.WriteRequest) or 2.0 (io.prometheus.write.v2.Request,
+    /// with each series' type, help and unit). A 2.0 sender falls back to 1.0 when the receiver
+    /// answers 415, or 2xx without the written-samples header.
+    #[arg(long = "remote-write.protocol", value_enum, default_value_t = Protocol::V1)]
+    pub remote_write_protocol: Protocol,
     /// Largest number of samples in one remote-write request.
     #[arg(long = "remote-write.max-samples-per-request", default_value_t = 2000)]
     pub max_samples_per_request: usize,
@@ -126,6 +144,78 @@ pub struct ServeArgs {
     /// auth; YAML).
     #[arg(long = "web.config.file")]
     pub web_config_file: Option<PathBuf>,
+    /// TOML file with the settings that may be secret or per tenant: `[prometheus] header` and
+    /// `[remote_write] header` (tables NAME = "VALUE", added to the flags'). Unknown keys are
+    /// errors.
+    #[arg(long = "config.file")]
+    pub config_file: Option<PathBuf>,
+}
+
+/// One `--*.header` argument as given. Parsing never fails here (clap would echo the value in
+/// its error): [`crate::endpoint::Headers::parse`] checks it without repeating the value, and
+/// `Debug` shows the name only.
+#[derive(Clone)]
+pub struct HeaderArg(String);
+
+impl std::str::FromStr for HeaderArg {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(HeaderArg(s.to_string()))
+    }
+}
+
+impl std::fmt::Debug for HeaderArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = self.0.split_once('=').map(|(n, _)| n).unwrap_or("?");
+        write!(f, "{name}=<redacted>")
+    }
+}
+
+/// `--config.file`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// `[prometheus]`: the query API (and --progress-url).
+    #[serde(default)]
+    pub prometheus: EndpointFile,
+    /// `[remote_write]`: the receiver.
+    #[serde(default)]
+    pub remote_write: EndpointFile,
+}
+
+/// `[prometheus]`, `[remote_write]`.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointFile {
+    /// `header`: NAME = "VALUE".
+    #[serde(default)]
+    pub header: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for EndpointFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointFile")
+            .field("header", &self.header.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl FileConfig {
+    /// Reads and parses `path`.
+    pub fn load(path: &Path) -> anyhow::Result<FileConfig> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading --config.file {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("--config.file {}", path.display()))
+    }
+}
+
+/// The flags' headers, then the file's, as `NAME=VALUE`.
+fn header_args(flags: &[HeaderArg], file: &EndpointFile) -> Vec<String> {
+    flags
+        .iter()
+        .map(|h| h.0.clone())
+        .chain(file.header.iter().map(|(n, v)| format!("{n}={v}")))
+        .collect()
 }
 
 /// Validated configuration.
@@ -179,11 +269,16 @@ impl ServeArgs {
             self.max_samples_per_request >= 1,
             "--remote-write.max-samples-per-request must be >= 1"
         );
+        let file = match &self.config_file {
+            Some(path) => FileConfig::load(path)?,
+            None => FileConfig::default(),
+        };
         let prometheus_auth = AuthFlags {
             username: self.prometheus_username,
             password_file: self.prometheus_password_file,
             bearer_token_file: self.prometheus_bearer_token_file,
             ca_file: self.prometheus_ca_file,
+            headers: header_args(&self.prometheus_header, &file.prometheus),
         };
         let prometheus = Endpoint::new(
             "prometheus",
@@ -203,6 +298,7 @@ impl ServeArgs {
                 password_file: self.remote_write_password_file,
                 bearer_token_file: self.remote_write_bearer_token_file,
                 ca_file: self.remote_write_ca_file,
+                headers: header_args(&self.remote_write_header, &file.remote_write),
             },
             self.http_timeout,
         )?;
@@ -234,6 +330,7 @@ impl ServeArgs {
                     min_backoff: self.min_backoff,
                     max_backoff: self.max_backoff.max(self.min_backoff),
                 },
+                protocol: self.remote_write_protocol,
             },
         })
     }
@@ -246,4 +343,184 @@ fn is_label_name(name: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    const SECRET: &str = "s3cret-tenant-value";
+
+    fn config(extra: &[&str]) -> anyhow::Result<Config> {
+        let argv = [
+            "serve",
+            "--prometheus-url=http://127.0.0.1:9090",
+            "--remote-write-url=http://127.0.0.1:9090/api/v1/write",
+        ]
+        .into_iter()
+        .chain(extra.iter().copied());
+        Cli::try_parse_from(argv)?.serve.into_config()
+    }
+
+    fn sent(endpoint: &Endpoint) -> Vec<(String, String, bool)> {
+        let request = endpoint
+            .authorise(endpoint.client.get(&endpoint.url))
+            .unwrap()
+            .build()
+            .unwrap();
+        request
+            .headers()
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.to_string(),
+                    v.to_str().unwrap().to_string(),
+                    v.is_sensitive(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn headers_from_flags_and_file_are_sent_and_never_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("serve.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "[prometheus.header]\n\"X-Api-Key\" = \"{SECRET}-file\"\n\
+                 [remote_write]\nheader = {{ \"THANOS-TENANT\" = \"t=b\" }}\n"
+            ),
+        )
+        .unwrap();
+        let c = config(&[
+            &format!("--prometheus.header=X-Scope-OrgID={SECRET}"),
+            "--remote-write.header",
+            "X-Scope-OrgID=tenant-b",
+            &format!("--config.file={}", file.display()),
+        ])
+        .unwrap();
+        let p = &c.pipeline;
+        let h = |n: &str, v: &str| (n.to_string(), v.to_string(), true);
+        assert_eq!(
+            sent(&p.prometheus),
+            [
+                h("x-scope-orgid", SECRET),
+                h("x-api-key", &format!("{SECRET}-file"))
+            ]
+        );
+        // --progress-url defaults to --prometheus-url with its credentials and headers.
+        assert_eq!(sent(&p.progress), sent(&p.prometheus));
+        assert_eq!(
+            sent(&p.remote_write),
+            [
+                h("x-scope-orgid", "tenant-b"),
+                // The value may hold '=': only the first one separates.
+                h("thanos-tenant", "t=b")
+            ]
+        );
+        let shown = format!("{c:?}");
+        assert!(shown.contains("x-scope-orgid"), "{shown}");
+        assert!(!shown.contains(SECRET), "{shown}");
+        assert!(!shown.contains("tenant-b"), "{shown}");
+        let args = Cli::try_parse_from([
+            "serve",
+            "--prometheus-url=http://p",
+            "--remote-write-url=http://p",
+            &format!("--prometheus.header=X-Scope-OrgID={SECRET}"),
+        ])
+        .unwrap()
+        .serve;
+        let shown = format!("{args:?}");
+        assert!(
+            shown.contains("X-Scope-OrgID") && !shown.contains(SECRET),
+            "{shown}"
+        );
+        let file = FileConfig::load(&file).unwrap();
+        assert!(!format!("{file:?}").contains(SECRET));
+    }
+
+    #[test]
+    fn bad_headers_are_refused_naming_the_flag_but_not_the_value() {
+        for (arg, expected) in [
+            (
+                format!("--prometheus.header=X-Scope-OrgID{SECRET}"),
+                "--prometheus.header: argument 1 has no '='",
+            ),
+            (
+                format!("--remote-write.header=X Tenant={SECRET}"),
+                "--remote-write.header: \"X Tenant\" is not a valid HTTP header name",
+            ),
+            (
+                format!("--prometheus.header==={SECRET}"),
+                "--prometheus.header: \"\" is not a valid HTTP header name",
+            ),
+            (
+                format!("--prometheus.header=X-Key={SECRET}\n"),
+                "--prometheus.header x-key: the value is not valid in HTTP",
+            ),
+            (
+                "--remote-write.header=X-Scope-OrgID=".to_string(),
+                "--remote-write.header x-scope-orgid: the value is empty",
+            ),
+            (
+                format!("--remote-write.header=Authorization=Bearer {SECRET}"),
+                "--remote-write.header authorization: set by the username/password-file or \
+                 bearer-token-file flags",
+            ),
+            (
+                format!("--remote-write.header=Content-Type={SECRET}"),
+                "--remote-write.header content-type: set by the estimator",
+            ),
+        ] {
+            let err = config(&[arg.as_str()]).unwrap_err();
+            let text = format!("{err:#}");
+            assert!(text.starts_with(expected), "{arg:?}: {text}");
+            assert!(!text.contains(SECRET), "{arg:?}: {text}");
+        }
+        let err = config(&[
+            "--prometheus.header=X-Scope-OrgID=a",
+            "--prometheus.header=x-scope-orgid=b",
+        ])
+        .unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            "--prometheus.header x-scope-orgid is given more than once"
+        );
+    }
+
+    #[test]
+    fn unknown_or_malformed_config_file_keys_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("serve.toml");
+        for (text, expected) in [
+            ("[prometheus]\nheaders = {}\n", "unknown field `headers`"),
+            (
+                "[remote-write.header]\nX = \"1\"\n",
+                "unknown field `remote-write`",
+            ),
+            ("[prometheus.header]\nX = 1\n", "invalid type: integer"),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let err = config(&[&format!("--config.file={}", file.display())]).unwrap_err();
+            let text = format!("{err:#}");
+            assert!(
+                text.starts_with(&format!("--config.file {}", file.display()))
+                    && text.contains(expected),
+                "{text}"
+            );
+        }
+        let err = config(&["--config.file=/nonexistent/serve.toml"]).unwrap_err();
+        assert!(
+            format!("{err:#}").starts_with("reading --config.file /nonexistent/serve.toml"),
+            "{err:#}"
+        );
+    }
 }

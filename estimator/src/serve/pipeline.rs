@@ -27,7 +27,7 @@ use crate::promql::{
     decode_answer, decode_matrix, Answer, DecodeError, Engine, Prometheus, QueryError, QueryFailure,
 };
 use crate::readout::{assemble, node_list_query, node_matcher, QuerySet, Tick};
-use crate::remote_write::{BatchLimits, BatchWriter, RetryPolicy, Sample, Sender, TimeSeries};
+use crate::remote_write::{BatchLimits, Protocol, RetryPolicy, Sample, Sender, TimeSeries};
 use crate::shard::Shard;
 use crate::telemetry::Telemetry;
 
@@ -69,6 +69,8 @@ pub struct PipelineConfig {
     pub batch: BatchLimits,
     /// Remote-write retries.
     pub retry: RetryPolicy,
+    /// Remote-write message.
+    pub protocol: Protocol,
 }
 
 /// A model set in force and the queries that read its inputs.
@@ -225,7 +227,8 @@ impl Pipeline {
                 config.batch,
                 config.retry,
                 telemetry.clone(),
-            ),
+            )
+            .with_protocol(config.protocol),
             energy: Ledger::new(config.backfill_max_age.as_millis() as i64),
             chunk_ticks: config.backfill_max_ticks,
             config,
@@ -489,7 +492,7 @@ impl Pipeline {
             }
             // Laid out straight into request bodies: building the series first cost more than
             // the rest of the tick at fleet scale.
-            let mut writer = BatchWriter::compressing(self.sender.limits());
+            let mut writer = self.sender.writer();
             write_ticks(&estimates, &energy, &mut writer);
             writer.push(&self.marker(group.iter().map(|t| t.timestamp_ms)));
             self.sender.send_encoded(writer.finish()).await;

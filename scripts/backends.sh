@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Real metrics backends for tests and for trying the estimator by hand, built from source through
+# the Go module proxy (released versions) and cached outside the checkout.
+#
+#   scripts/backends.sh build [ENGINE...]   build (or reuse) the binaries of ENGINE (default: all
+#                                           engines below), print each binary directory
+#   scripts/backends.sh up DIR ENGINE       start ENGINE with state in DIR, wait until it answers
+#                                           queries and takes remote writes, write DIR/env
+#   scripts/backends.sh down DIR            stop everything `up DIR` started
+#
+# ENGINE: prometheus3 (Prometheus 3 as remote-write 1.0 + 2.0 and OTLP receiver). Not here yet:
+# vmcluster (the module proxy serves VictoriaMetrics' single-node tags only; vminsert, vmselect
+# and vmstorage live in its -cluster tags, which it refuses), thanos and mimir.
+#
+# DIR/env holds shell assignments: READ_URL (a Prometheus-compatible query root), WRITE_URL
+# (remote-write URL), TENANT_HEADER and TENANT (empty when the engine has none), ENGINE (the
+# value for the estimator's --prometheus.engine), plus OTLP_URL where the engine takes OTLP.
+#
+# Loopback only, free ports. The cache is ${XDG_CACHE_HOME:-~/.cache}/greenpipe/NAME-VERSION.
+set -euo pipefail
+
+cache_root="${GREENPIPE_BACKENDS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/greenpipe}"
+# Prometheus 3.x is published to the module proxy as v0.3XX.Y (3.16.0 = v0.316.0).
+prometheus_module=github.com/prometheus/prometheus
+prometheus_version=v0.316.0
+engines=(prometheus3)
+
+log() { echo "backends: $*" >&2; }
+die() {
+  log "$*"
+  exit 1
+}
+
+bin_dir() {
+  case "$1" in
+    prometheus3) echo "$cache_root/prometheus-$prometheus_version" ;;
+    *) die "unknown engine '$1' (known: ${engines[*]})" ;;
+  esac
+}
+
+binaries() {
+  case "$1" in
+    prometheus3) echo prometheus ;;
+  esac
+}
+
+have_binaries() {
+  local dir b
+  dir="$(bin_dir "$1")"
+  for b in $(binaries "$1"); do [[ -x "$dir/$b" ]] || return 1; done
+}
+
+# module_dir MODULE VERSION: the module's source in Go's module cache (downloaded once).
+module_dir() {
+  GOWORK=off GOFLAGS=-mod=mod go mod download -json "$1@$2" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])'
+}
+
+# go_build ENGINE TMP: builds ENGINE's commands into TMP, from the released module's own go.mod
+# and go.sum (its pinned dependencies), in the read-only module cache.
+go_build() {
+  local engine="$1" tmp="$2" src
+  # GOWORK=off: Prometheus ships a go.work naming its tool modules; the command needs none.
+  # GOTOOLCHAIN=local: never fetch another Go. -trimpath and -s -w: smaller binaries and
+  # build-cache hits whatever the path.
+  export GOWORK=off GOTOOLCHAIN=local GOFLAGS=-mod=readonly
+  case "$engine" in
+    prometheus3)
+      src="$(module_dir "$prometheus_module" "$prometheus_version")"
+      # Without the builtinassets tag the web UI is served from disk (absent here): the API,
+      # remote-write and OTLP receivers are unaffected, and no Node.js build is needed.
+      (cd "$src" && go build -trimpath -o "$tmp/prometheus" -ldflags="-s -w \
+        -X github.com/prometheus/common/version.Version=$(cat VERSION) \
+        -X github.com/prometheus/common/version.Branch=release \
+        -X github.com/prometheus/common/version.Revision=$prometheus_version" ./cmd/prometheus)
+      ;;
+  esac
+}
+
+build_one() {
+  local engine="$1" dir
+  dir="$(bin_dir "$engine")"
+  have_binaries "$engine" && return 0
+  command -v go >/dev/null || die "go not found (Go >= 1.26 builds the backends)"
+  mkdir -p "$cache_root"
+  # One builder at a time: parallel test processes or checkouts wait for the first one.
+  exec 8>"$cache_root/backends-build.lock"
+  flock 8
+  if have_binaries "$engine"; then
+    exec 8>&-
+    return 0
+  fi
+  local tmp start
+  tmp="$(mktemp -d "$cache_root/build.XXXXXX")"
+  start=$(date +%s)
+  log "building $engine into $dir (first time on this machine: minutes)"
+  go_build "$engine" "$tmp" || {
+    rm -rf "$tmp"
+    die "go build of $engine failed"
+  }
+  rm -rf "$dir"
+  mv "$tmp" "$dir"
+  log "built $engine in $(($(date +%s) - start)) s"
+  exec 8>&-
+}
+
+# A free loopback TCP port (the kernel picks it; a tiny race until the daemon binds it).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# daemon DIR NAME CMD...: starts CMD in the background (in this process group), logging to
+# DIR/logs/NAME.log.
+daemon() {
+  local dir="$1" name="$2"
+  shift 2
+  "$@" >"$dir/logs/$name.log" 2>&1 </dev/null &
+  echo "$! $name" >>"$dir/pids"
+}
+
+alive_or_die() {
+  local dir="$1" pid name
+  while read -r pid name; do
+    kill -0 "$pid" 2>/dev/null || die "$name exited; last lines of $dir/logs/$name.log:
+$(tail -n 20 "$dir/logs/$name.log")"
+  done <"$dir/pids"
+}
+
+# wait_ready DIR WHAT URL: polls URL (GET) until it answers 2xx, for up to 120 s.
+wait_ready() {
+  local dir="$1" what="$2" url="$3"
+  for _ in $(seq 1 600); do
+    alive_or_die "$dir"
+    curl -sf "$url" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  die "$what not ready after 120 s ($url); see $dir/logs"
+}
+
+start_prometheus3() {
+  local dir="$1" bin port url
+  bin="$(bin_dir prometheus3)"
+  port=$(free_port)
+  url="http://127.0.0.1:$port"
+  mkdir -p "$dir/data"
+  # No scrape targets: it only receives. The out-of-order window lets a restarted estimator
+  # write back the ticks it missed, older than the newest ones already stored.
+  cat >"$dir/prometheus.yml" <<'YAML'
+global:
+  scrape_interval: 15s
+storage:
+  tsdb:
+    out_of_order_time_window: 2h
+YAML
+  daemon "$dir" prometheus "$bin/prometheus" \
+    --config.file="$dir/prometheus.yml" \
+    --storage.tsdb.path="$dir/data" \
+    --web.listen-address="127.0.0.1:$port" \
+    --web.enable-remote-write-receiver \
+    --web.remote-write-receiver.accepted-protobuf-messages=prometheus.WriteRequest \
+    --web.remote-write-receiver.accepted-protobuf-messages=io.prometheus.write.v2.Request \
+    --web.enable-otlp-receiver \
+    --log.level=warn
+  wait_ready "$dir" prometheus "$url/-/ready"
+  printf 'READ_URL=%s\nWRITE_URL=%s\nOTLP_URL=%s\nTENANT_HEADER=\nTENANT=\nENGINE=prometheus\n' \
+    "$url" "$url/api/v1/write" "$url/api/v1/otlp/v1/metrics" >"$dir/env"
+  log "up: prometheus3 at $url"
+}
+
+# Runs as the leader of a new process group (see `up`): every daemon inherits the group, so
+# `down`, and the test harness, stop them all with one signal to it.
+start() {
+  local dir="$1" engine="$2"
+  echo "$$" >"$dir/pgid"
+  : >"$dir/pids"
+  mkdir -p "$dir/logs"
+  rm -f "$dir/env"
+  "start_$engine" "$dir"
+}
+
+# stop_pid PID SECONDS: SIGTERM, wait up to SECONDS for it to exit.
+stop_pid() {
+  local pid="$1" tries=$(($2 * 10))
+  kill -TERM "$pid" 2>/dev/null || return 0
+  while ((tries-- > 0)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# Stops the daemons in the reverse order of their start, then clears the whole process group.
+stop() {
+  local dir="$1" pgid pid name
+  [[ -f "$dir/pgid" ]] || return 0
+  pgid="$(cat "$dir/pgid")"
+  if [[ -f "$dir/pids" ]]; then
+    tac "$dir/pids" | while read -r pid name; do
+      stop_pid "$pid" 10 || log "down: $name ($pid) ignored SIGTERM for 10 s"
+    done
+  fi
+  kill -KILL -- "-$pgid" 2>/dev/null || true
+  for _ in $(seq 1 50); do
+    kill -0 -- "-$pgid" 2>/dev/null || break
+    sleep 0.1
+  done
+  rm -f "$dir/pgid"
+}
+
+case "${1:-}" in
+  build)
+    shift
+    (($#)) || set -- "${engines[@]}"
+    for engine in "$@"; do
+      bin_dir "$engine" >/dev/null
+      build_one "$engine"
+      bin_dir "$engine"
+    done
+    ;;
+  up)
+    [[ -n "${2:-}" && -n "${3:-}" ]] || die "usage: $0 up DIR ENGINE (ENGINE: ${engines[*]})"
+    bin_dir "$3" >/dev/null
+    build_one "$3"
+    mkdir -p "$2"
+    dir="$(cd "$2" && pwd)"
+    stop "$dir"
+    # setsid: the daemons get a process group of their own, so `down` reaches every one.
+    setsid --wait "$0" _start "$dir" "$3" || {
+      stop "$dir"
+      exit 1
+    }
+    ;;
+  _start)
+    start "$2" "$3"
+    ;;
+  down)
+    [[ -n "${2:-}" ]] || die "usage: $0 down DIR"
+    stop "$(cd "$2" && pwd)"
+    ;;
+  *)
+    die "usage: $0 build [ENGINE...] | up DIR ENGINE | down DIR (ENGINE: ${engines[*]})"
+    ;;
+esac
