@@ -10,8 +10,6 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export GREENPIPE_BUILD_BPF=1   # build the real BPF objects, never the editor stubs
 # The Kubernetes control plane the k8s tests run (built from source once per machine, cached).
 scripts/control-plane.sh build >/dev/null
-# Prometheus 3, the remote-write 2.0 receiver of tests/tests/remote_write_v2.rs (same way).
-scripts/backends.sh build prometheus3 >/dev/null
 cargo fmt --all -- --check
 # cargo fmt reaches only files a plain `mod` line names; check every tracked file on its own so a
 # module declared inside a macro cannot hide from the formatter.

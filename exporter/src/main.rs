@@ -87,4 +87,3 @@ fn serve(config: Config) -> anyhow::Result<()> {
     info!("stopped");
     Ok(())
 }
-

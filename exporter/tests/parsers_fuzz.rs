@@ -4,10 +4,10 @@
 //! an error), never turned into a silent zero. The `fuzz/` crate runs the same parsers under
 //! libFuzzer; crashing inputs it found are kept at the end of this file.
 
+use greenpipe_common::container_id;
 use greenpipe_exporter::collector::cgroup::parse as cg;
 use greenpipe_exporter::collector::{cpu, diskstats, meminfo, netdev, vmstat};
 use greenpipe_exporter::config::Config;
-use greenpipe_common::container_id;
 use greenpipe_exporter::meter::{hwmon, rapl, shelly, tasmota, Meter};
 use greenpipe_exporter::paths::Paths;
 use proptest::prelude::*;
