@@ -22,8 +22,8 @@ start=$(date +%s)
 json="$(mktemp)"
 trap 'rm -f "$json"' EXIT
 nice -n 10 "$CROSS_CARGO" build --release --locked --target "$target" \
-  --bin greenpipe-exporter --bin greenpipe-estimator --bin greenpipe-carbon --bin greenpipe-workload \
-  --features greenpipe-estimator/kubernetes \
+  --bin greenpipe-exporter --bin greenpipe-estimator --bin greenpipe-campaign \
+  --bin greenpipe-carbon --bin greenpipe-workload \
   --message-format=json-render-diagnostics "$@" >"$json"
 out="$target_dir/$target/release"
 # The exporter's build script compiled the BPF objects into its OUT_DIR; cargo names that dir.
@@ -34,7 +34,7 @@ for obj in "$bpf_out"/*.bpf.o; do
   [[ -s "$obj" ]] || { echo "cross: $obj is empty (a stub)" >&2; exit 1; }
   cp "$obj" "$out/bpf/"
 done
-for bin in greenpipe-exporter greenpipe-estimator greenpipe-carbon greenpipe-workload; do
+for bin in greenpipe-exporter greenpipe-estimator greenpipe-campaign greenpipe-carbon greenpipe-workload; do
   [[ -x "$out/$bin" ]] || { echo "cross: $out/$bin missing" >&2; exit 1; }
 done
 echo "cross: $target built in $(($(date +%s) - start)) s into $out"

@@ -2,7 +2,7 @@
 # Release tarballs, laid out as node_exporter's releases are:
 #   dist/greenpipe-VERSION.linux-ARCH.tar.gz   for ARCH in amd64 arm64 armv7
 #   dist/sha256sums.txt
-# Each tarball holds one directory greenpipe-VERSION.linux-ARCH/ with the four binaries
+# Each tarball holds one directory greenpipe-VERSION.linux-ARCH/ with the five binaries
 # (stripped), LICENSE, the systemd unit and example config for running the exporter on a board
 # outside Kubernetes (deploy/systemd/), and the bundled uncalibrated model profiles.
 #
@@ -21,7 +21,7 @@ arches=(${RELEASE_ARCHES:-amd64 arm64 armv7})
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 dist="$root/dist"
 mtime="$(git log -1 --format=%cI 2>/dev/null || date -u +%Y-%m-%dT%H:%M:%SZ)"
-bins=(greenpipe-exporter greenpipe-estimator greenpipe-carbon greenpipe-workload)
+bins=(greenpipe-exporter greenpipe-estimator greenpipe-campaign greenpipe-carbon greenpipe-workload)
 mkdir -p "$dist"
 for arch in "${arches[@]}"; do
   case "$arch" in
