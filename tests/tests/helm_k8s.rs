@@ -193,7 +193,8 @@ fn normalize(mut objects: Vec<Value>) -> BTreeMap<String, Value> {
         }
         let name = o["metadata"]["name"].as_str().unwrap_or("");
         if let Some((base, hash)) = name.rsplit_once('-') {
-            if hash.len() == 10 && hash.chars().all(|c| c.is_ascii_alphanumeric()) {
+            // kustomize's hash alphabet: hex digits with 0, 1, 3, a and e spelled g, h, k, m, t.
+            if hash.len() == 10 && hash.chars().all(|c| "2456789bcdfghkmt".contains(c)) {
                 renames.push((name.to_string(), base.to_string()));
             }
         }
