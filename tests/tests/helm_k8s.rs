@@ -243,7 +243,9 @@ fn normalize(mut objects: Vec<Value>) -> BTreeMap<String, Value> {
             }
         }
         let template = &mut o["spec"]["template"]["metadata"];
-        if let Some(annotations) = template.get_mut("annotations").and_then(Value::as_object_mut)
+        if let Some(annotations) = template
+            .get_mut("annotations")
+            .and_then(Value::as_object_mut)
         {
             annotations.retain(|k, _| !k.starts_with("checksum/"));
             if annotations.is_empty() {
@@ -407,7 +409,10 @@ fn the_values_schema_refuses_mistyped_keys_and_values() {
     // Checks the schema cannot express: errors that name the setting.
     refused("estimator.model=rpi9.json", "estimator.model rpi9.json");
     refused("tls.enabled=true", "tls.estimatorPassword is required");
-    refused("prometheus.enabled=false", "estimator.prometheusUrl is required");
+    refused(
+        "prometheus.enabled=false",
+        "estimator.prometheusUrl is required",
+    );
     // A well-typed value passes: the refusals above are the keys', not the mechanism's.
     helm.ok(&[
         "template",
@@ -474,10 +479,9 @@ fn the_chart_and_the_kustomizations_render_the_same_objects() {
     );
 
     // With the Prometheus Operator's API served, "auto" adds its objects.
-    let auto = normalize(objects(&helm.template(&[
-        "--api-versions",
-        "monitoring.coreos.com/v1",
-    ])));
+    let auto = normalize(objects(
+        &helm.template(&["--api-versions", "monitoring.coreos.com/v1"]),
+    ));
     for kind in ["PodMonitor", "ServiceMonitor", "PrometheusRule"] {
         assert!(
             auto.keys().any(|k| k.starts_with(&format!("{kind}/"))),
@@ -581,7 +585,11 @@ fn check_least_privilege(cp: &ControlPlane, install_output: &str, what: &str) {
         for c in template["spec"]["containers"].as_array().unwrap() {
             let sc = &c["securityContext"];
             assert_ne!(sc["privileged"], json!(true), "{w}: privileged container");
-            assert_eq!(sc["readOnlyRootFilesystem"], json!(true), "{w}: writable root");
+            assert_eq!(
+                sc["readOnlyRootFilesystem"],
+                json!(true),
+                "{w}: writable root"
+            );
             assert_eq!(sc["allowPrivilegeEscalation"], json!(false), "{w}");
             assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]), "{w}");
         }
@@ -639,13 +647,19 @@ fn check_least_privilege(cp: &ControlPlane, install_output: &str, what: &str) {
             ("bind", "clusterroles.rbac.authorization.k8s.io"),
         ] {
             assert!(!may(verb, resource, Some(NS)), "{w} may {verb} {resource}");
-            assert!(!may(verb, resource, None), "{w} may {verb} {resource} anywhere");
+            assert!(
+                !may(verb, resource, None),
+                "{w} may {verb} {resource} anywhere"
+            );
         }
         match name {
             "prometheus" => {
                 for verb in ["get", "list", "watch"] {
                     assert!(may(verb, "pods", Some(NS)), "{w} cannot {verb} pods");
-                    assert!(!may(verb, "pods", Some("kube-system")), "{w}: pods elsewhere");
+                    assert!(
+                        !may(verb, "pods", Some("kube-system")),
+                        "{w}: pods elsewhere"
+                    );
                 }
                 assert!(!may("list", "nodes", None), "{w} may list nodes");
                 assert!(!may("patch", "nodes", None), "{w} may patch nodes");
@@ -694,7 +708,9 @@ fn check_least_privilege(cp: &ControlPlane, install_output: &str, what: &str) {
 /// The estimator's pod 0: (uid, checksum annotation, MODEL_FILE).
 fn estimator_pod(cp: &ControlPlane) -> Option<(String, String, String)> {
     let p = cp
-        .get(&format!("/api/v1/namespaces/{NS}/pods/greenpipe-estimator-0"))
+        .get(&format!(
+            "/api/v1/namespaces/{NS}/pods/greenpipe-estimator-0"
+        ))
         .ok()??;
     if !p["metadata"]["deletionTimestamp"].is_null() {
         return None;
@@ -742,12 +758,15 @@ fn claims(cp: &ControlPlane) -> BTreeMap<String, (String, String)> {
 /// itself puts in every namespace, nor any cluster-wide object of the chart.
 fn wait_only_kept(cp: &ControlPlane, kept: &[&str], what: &str) {
     let kinds = cp
-        .kubectl_ok(&["api-resources", "--verbs=list", "--namespaced", "-o", "name"])
+        .kubectl_ok(&[
+            "api-resources",
+            "--verbs=list",
+            "--namespaced",
+            "-o",
+            "name",
+        ])
         .unwrap();
-    let kinds: Vec<&str> = kinds
-        .lines()
-        .filter(|k| !k.starts_with("events"))
-        .collect();
+    let kinds: Vec<&str> = kinds.lines().filter(|k| !k.starts_with("events")).collect();
     let kinds = kinds.join(",");
     let mut left = Vec::new();
     let clean = wait_for(Duration::from_secs(180), || {
@@ -756,7 +775,13 @@ fn wait_only_kept(cp: &ControlPlane, kept: &[&str], what: &str) {
             .as_array()
             .unwrap()
             .iter()
-            .map(|o| format!("{}/{}", o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap()))
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap()
+                )
+            })
             .filter(|k| {
                 !kept.contains(&k.as_str())
                     && k != "ServiceAccount/default"
@@ -776,7 +801,10 @@ fn wait_only_kept(cp: &ControlPlane, kept: &[&str], what: &str) {
             "name",
         ])
         .unwrap();
-    assert!(cluster.trim().is_empty(), "{what}: cluster-wide leftovers: {cluster}");
+    assert!(
+        cluster.trim().is_empty(),
+        "{what}: cluster-wide leftovers: {cluster}"
+    );
     for k in kept {
         let (kind, name) = k.split_once('/').unwrap();
         cp.kubectl_ok(&["get", kind, name, "-n", NS])
@@ -786,8 +814,9 @@ fn wait_only_kept(cp: &ControlPlane, kept: &[&str], what: &str) {
 
 /// A trained model file that differs from the bundled profile (another idle power).
 fn trained_model() -> String {
-    let text = std::fs::read_to_string(workspace_root().join("estimator/models/profiles/rpi4.json"))
-        .unwrap();
+    let text =
+        std::fs::read_to_string(workspace_root().join("estimator/models/profiles/rpi4.json"))
+            .unwrap();
     let mut model: Value = serde_json::from_str(&text).unwrap();
     model["models"][0]["name"] = json!("node-a");
     model["models"][0]["idle_power_watts"] = json!(2.9);
@@ -806,18 +835,26 @@ fn helm_installs_upgrades_and_uninstalls_on_the_control_plane() {
     ])
     .expect("kwok nodes");
     for level in ["restricted", "baseline", "privileged"] {
-        cp.apply_objects(&[json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        cp.apply_objects(&[
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": format!("psa-{level}"),
-            "labels": {"pod-security.kubernetes.io/enforce": level}}})])
-            .unwrap();
+            "labels": {"pod-security.kubernetes.io/enforce": level}}}),
+        ])
+        .unwrap();
     }
     // The Prometheus Operator's and cert-manager's CRDs (as deploy_applied_k8s.rs), so that
     // "auto" finds monitoring.coreos.com/v1 and the TLS upgrade's Certificates are served.
     let crds = workspace_root().join("tests/control-plane/crds");
     cp.kubectl_ok(&["apply", "--server-side", "-f", crds.to_str().unwrap()])
         .expect("CRDs");
-    cp.kubectl_ok(&["wait", "--for=condition=Established", "crd", "--all", "--timeout=120s"])
-        .unwrap();
+    cp.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd",
+        "--all",
+        "--timeout=120s",
+    ])
+    .unwrap();
     // Static volumes for the claims (no provisioner here); the PV controller binds them.
     let volumes: Vec<Value> = (1..=3)
         .map(|i| {
@@ -848,7 +885,16 @@ fn helm_installs_upgrades_and_uninstalls_on_the_control_plane() {
         "--set",
         "prometheus.persistence.size=1Gi",
     ];
-    let mut args = vec!["install", "greenpipe", chart, "-n", NS, "--wait", "--timeout", "180s"];
+    let mut args = vec![
+        "install",
+        "greenpipe",
+        chart,
+        "-n",
+        NS,
+        "--wait",
+        "--timeout",
+        "180s",
+    ];
     args.extend(persistent);
     let out = helm.run(&args);
     assert!(out.status.success(), "helm install:\n{}", text(&out));
@@ -872,7 +918,10 @@ fn helm_installs_upgrades_and_uninstalls_on_the_control_plane() {
     let data = claims_before
         .get("prometheus-data")
         .unwrap_or_else(|| panic!("no prometheus-data claim: {claims_before:?}"));
-    assert!(!data.1.is_empty(), "prometheus-data not bound: {claims_before:?}");
+    assert!(
+        !data.1.is_empty(),
+        "prometheus-data not bound: {claims_before:?}"
+    );
 
     // 2. Upgrade: a trained model file becomes the served model, and TLS goes on.
     let model = tmp.path().join("node-a.json");
@@ -904,7 +953,10 @@ fn helm_installs_upgrades_and_uninstalls_on_the_control_plane() {
     })
     .unwrap_or_else(|| panic!("the estimator pod was not replaced: still {before:?}"));
     assert_ne!(replaced.1, before.1, "checksum annotation unchanged");
-    assert_eq!(replaced.2, "node-a.json", "the new pod serves the new model");
+    assert_eq!(
+        replaced.2, "node-a.json",
+        "the new pod serves the new model"
+    );
     wait_ready(&cp, "upgrade");
     let models = get_json(&cp, &["get", "configmap", "greenpipe-models", "-n", NS]);
     assert!(
@@ -913,11 +965,19 @@ fn helm_installs_upgrades_and_uninstalls_on_the_control_plane() {
             .is_some_and(|m| m.contains("\"node-a\"")),
         "the model ConfigMap lacks node-a.json"
     );
-    let sts = get_json(&cp, &["get", "statefulset", "greenpipe-estimator", "-n", NS]);
+    let sts = get_json(
+        &cp,
+        &["get", "statefulset", "greenpipe-estimator", "-n", NS],
+    );
     let args_now = sts["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
-    assert!(args_now.contains("--web.config.file"), "TLS not on: {args_now}");
+    assert!(
+        args_now.contains("--web.config.file"),
+        "TLS not on: {args_now}"
+    );
     for kind in ["certificate", "issuer", "networkpolicy"] {
-        let names = cp.kubectl_ok(&["get", kind, "-n", NS, "-o", "name"]).unwrap();
+        let names = cp
+            .kubectl_ok(&["get", kind, "-n", NS, "-o", "name"])
+            .unwrap();
         assert!(!names.trim().is_empty(), "no {kind} after the TLS upgrade");
     }
     assert_eq!(
@@ -928,9 +988,18 @@ fn helm_installs_upgrades_and_uninstalls_on_the_control_plane() {
     check_least_privilege(&cp, &installed, "upgrade");
 
     // 3. Uninstall: only the claim that asked to be kept (helm.sh/resource-policy: keep).
-    helm.ok(&["uninstall", "greenpipe", "-n", NS, "--wait", "--timeout", "180s"]);
+    helm.ok(&[
+        "uninstall",
+        "greenpipe",
+        "-n",
+        NS,
+        "--wait",
+        "--timeout",
+        "180s",
+    ]);
     wait_only_kept(&cp, &["PersistentVolumeClaim/prometheus-data"], "uninstall");
-    cp.kubectl_ok(&["delete", "pvc", "prometheus-data", "-n", NS]).unwrap();
+    cp.kubectl_ok(&["delete", "pvc", "prometheus-data", "-n", NS])
+        .unwrap();
 
     // 4. Recalibration with its model versions on a claim per estimator pod, and the carbon
     // controller: the StatefulSet's claim survives an upgrade and, by its retention policy,
@@ -978,26 +1047,50 @@ fn helm_installs_upgrades_and_uninstalls_on_the_control_plane() {
     let mut args = vec!["install", "greenpipe", chart];
     args.extend(base_args);
     let out = helm.run(&args);
-    assert!(out.status.success(), "helm install (recalibration):\n{}", text(&out));
+    assert!(
+        out.status.success(),
+        "helm install (recalibration):\n{}",
+        text(&out)
+    );
     wait_ready(&cp, "install (recalibration)");
     check_least_privilege(&cp, &text(&out), "install (recalibration)");
     let versions = "model-versions-greenpipe-estimator-0";
     let claim = wait_for(Duration::from_secs(60), || {
-        claims(&cp).get(versions).filter(|c| !c.1.is_empty()).cloned()
+        claims(&cp)
+            .get(versions)
+            .filter(|c| !c.1.is_empty())
+            .cloned()
     })
     .unwrap_or_else(|| panic!("{versions} not bound: {:?}", claims(&cp)));
     let before = estimator_pod(&cp).expect("estimator pod 0 ready");
     let mut args = vec!["upgrade", "greenpipe", chart];
     args.extend(base_args);
-    args.extend(["--set-file", &set_file, "--set", "estimator.model=node-a.json"]);
+    args.extend([
+        "--set-file",
+        &set_file,
+        "--set",
+        "estimator.model=node-a.json",
+    ]);
     helm.ok(&args);
     let replaced = wait_for(Duration::from_secs(180), || {
         estimator_pod(&cp).filter(|p| p.0 != before.0)
     })
     .unwrap_or_else(|| panic!("the estimator pod was not replaced: still {before:?}"));
     assert_eq!(replaced.2, "node-a.json");
-    assert_eq!(claims(&cp).get(versions), Some(&claim), "{versions} replaced");
-    helm.ok(&["uninstall", "greenpipe", "-n", NS, "--wait", "--timeout", "180s"]);
+    assert_eq!(
+        claims(&cp).get(versions),
+        Some(&claim),
+        "{versions} replaced"
+    );
+    helm.ok(&[
+        "uninstall",
+        "greenpipe",
+        "-n",
+        NS,
+        "--wait",
+        "--timeout",
+        "180s",
+    ]);
     wait_only_kept(
         &cp,
         &[
