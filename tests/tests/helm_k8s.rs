@@ -228,7 +228,11 @@ fn normalize(mut objects: Vec<Value>) -> BTreeMap<String, Value> {
             continue;
         }
         walk(o, &renames, "");
-        if let Some(labels) = o["metadata"]["labels"].as_object_mut() {
+        // (`get_mut`/`pointer_mut`, not indexing: `value[key]` on a missing key inserts null.)
+        if let Some(labels) = o
+            .pointer_mut("/metadata/labels")
+            .and_then(Value::as_object_mut)
+        {
             for k in [
                 "app.kubernetes.io/part-of",
                 "app.kubernetes.io/managed-by",
@@ -242,14 +246,18 @@ fn normalize(mut objects: Vec<Value>) -> BTreeMap<String, Value> {
                 o["metadata"].as_object_mut().unwrap().remove("labels");
             }
         }
-        let template = &mut o["spec"]["template"]["metadata"];
-        if let Some(annotations) = template
-            .get_mut("annotations")
+        if let Some(template) = o
+            .pointer_mut("/spec/template/metadata")
             .and_then(Value::as_object_mut)
         {
-            annotations.retain(|k, _| !k.starts_with("checksum/"));
-            if annotations.is_empty() {
-                template.as_object_mut().unwrap().remove("annotations");
+            if let Some(annotations) = template
+                .get_mut("annotations")
+                .and_then(Value::as_object_mut)
+            {
+                annotations.retain(|k, _| !k.starts_with("checksum/"));
+                if annotations.is_empty() {
+                    template.remove("annotations");
+                }
             }
         }
         out.insert(key(o), o.clone());
@@ -501,8 +509,6 @@ fn the_exporter_runs_on_the_architectures_the_image_is_built_for() {
 }
 
 // ---- live: install, upgrade, uninstall on the test control plane ----
-
-const WORKLOADS: [&str; 3] = ["Deployment", "StatefulSet", "DaemonSet"];
 
 /// Whether a Pod Security level admits a pod: a server-side dry run in a namespace that
 /// enforces that level (as deploy_applied_k8s.rs checks the kustomizations' pods).
