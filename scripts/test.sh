@@ -10,6 +10,8 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export GREENPIPE_BUILD_BPF=1   # build the real BPF objects, never the editor stubs
 # The Kubernetes control plane the k8s tests run (built from source once per machine, cached).
 scripts/control-plane.sh build >/dev/null
+# Helm for deploy/helm (built from the Go module proxy once per machine, cached).
+scripts/helm.sh --path >/dev/null
 cargo fmt --all -- --check
 # cargo fmt reaches only files a plain `mod` line names; check every tracked file on its own so a
 # module declared inside a macro cannot hide from the formatter.

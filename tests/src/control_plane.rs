@@ -237,14 +237,17 @@ impl ControlPlane {
         }
     }
 
-    /// Creates Nodes that kwok manages (annotation `kwok.x-k8s.io/node: fake`), with `labels`,
-    /// and waits until each is Ready.
+    /// Creates Nodes that kwok manages (annotation `kwok.x-k8s.io/node: fake`), labelled like a
+    /// kubelet labels its node (hostname, os linux, arch amd64) and with `labels`, and waits
+    /// until each is Ready.
     pub fn add_fake_nodes(&self, nodes: &[(&str, &[(&str, &str)])]) -> anyhow::Result<()> {
         let mut objects = Vec::new();
         for (name, labels) in nodes {
             let mut l = serde_json::Map::new();
             l.insert("kubernetes.io/hostname".into(), Value::from(*name));
             l.insert("kubernetes.io/os".into(), Value::from("linux"));
+            // What a kubelet on this machine would report; `labels` may name another.
+            l.insert("kubernetes.io/arch".into(), Value::from("amd64"));
             l.insert("type".into(), Value::from("kwok"));
             for (k, v) in *labels {
                 l.insert((*k).into(), Value::from(*v));
