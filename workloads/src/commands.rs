@@ -12,9 +12,7 @@ use greenpipe_common::listen::parse_flag_address;
 
 use crate::bench::{self, Group};
 use crate::campaign::{unix_now, CampaignLog, Placement, Window};
-use crate::cli::{
-    self, BenchArgs, Cli, ClientArgs, Command, Common, InferArgs, PeerArgs, ServeArgs,
-};
+use crate::cli::{BenchArgs, Cli, ClientArgs, Command, Common, InferArgs, PeerArgs, ServeArgs};
 use crate::images::ImageSet;
 use crate::metrics::{self, InferenceLabels, Metrics};
 use crate::model::{Arch, Engine, ModelSpec, Precision};

@@ -181,7 +181,7 @@ fn with_one_zone_every_policy_emits_the_same() {
 fn daily_swap_oracle_saves_half_and_seasonal_naive_loses_half_of_that() {
     let swap = |low_on_even: bool| {
         move |h: usize| {
-            if (h / 24 % 2 == 0) == low_on_even {
+            if (h / 24).is_multiple_of(2) == low_on_even {
                 100.0
             } else {
                 300.0

@@ -449,7 +449,7 @@ mod tests {
     //! row, before the folds are cut) so that scikit-learn's 100-tree forests fit in about a
     //! minute on two cores; the bench `forest_parity` runs the full rows.
     use super::*;
-    use crate::offline::models::{sklearn_boosting, sklearn_forest};
+    use crate::offline::models::sklearn_boosting;
     use crate::offline::samples;
 
     /// Rows per machine in the test.
