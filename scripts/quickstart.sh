@@ -45,13 +45,15 @@ cd "$root"
 [[ $(id -u) -eq 0 ]] || die "run as root: the exporter reads every process and the demo load runs in its own cgroups"
 
 scripts/setup.sh
+export GREENPIPE_ONNXRUNTIME_LIB="${GREENPIPE_ONNXRUNTIME_LIB:-$root/.venv/engines/libonnxruntime.so}"
+export GREENPIPE_LITERT_LIB="${GREENPIPE_LITERT_LIB:-$root/.venv/engines/libLiteRt.so}"
 if ((build)); then
-  echo "quickstart: building (release)"
-  cargo build --release --locked --bin greenpipe-exporter --bin greenpipe-estimator \
+  echo "quickstart: building (profile quickstart: release without LTO)"
+  cargo build --profile quickstart --locked --bin greenpipe-exporter --bin greenpipe-estimator \
     --bin greenpipe-workload
-  bin_dir="$root/target/release"
+  bin_dir="$root/target/quickstart"
 fi
-bin_dir="${bin_dir:-$root/target/release}"
+bin_dir="${bin_dir:-$root/target/quickstart}"
 for b in greenpipe-exporter greenpipe-estimator greenpipe-workload; do
   [[ -x $bin_dir/$b ]] || die "$bin_dir/$b not found (build it, or drop --no-build)"
 done
@@ -78,6 +80,7 @@ prom="http://127.0.0.1:$prom_port"
 # UID, which joins inference counts to container power (joules per inference).
 infer_local_port="$(free_port)"
 infer_server_port="$(free_port)"
+infer_int8_port="$(free_port)"
 infer_grpc_port="$(free_port)"
 demo_uid() { printf '7a3c9e10-0000-4000-8000-%012x' "$1"; }
 
@@ -166,6 +169,8 @@ scrape_configs:
         labels: {pod_uid: "$(demo_uid 4)"}
       - targets: ["127.0.0.1:$infer_server_port"]
         labels: {pod_uid: "$(demo_uid 5)"}
+      - targets: ["127.0.0.1:$infer_int8_port"]
+        labels: {pod_uid: "$(demo_uid 7)"}
 EOF
 promtool check config "$run_dir/prometheus.yml" >/dev/null || die "generated Prometheus config is invalid"
 start prometheus prometheus \
@@ -227,10 +232,17 @@ if ((load_seconds > 0)); then
   demo_pod 2 memory-churn "${stress[@]}" --vm 1 --vm-bytes 128M
   demo_pod 3 disk-writer "${stress[@]}" --hdd 1 --hdd-bytes 64M
   workload="$bin_dir/greenpipe-workload"
-  model=(--model mobilenet_v2 --precision int8 --threads 1)
-  demo_pod 4 infer-local "$workload" infer "${model[@]}" --duration "${load_seconds}s" \
+  # ONNX Runtime, whose int8 kernels are faster than its f32 ones as on the boards users deploy
+  # (tract's int8 path is the slower one); tract if its library is missing.
+  engine=(--engine onnxruntime)
+  [[ -e $GREENPIPE_ONNXRUNTIME_LIB ]] || engine=(--engine tract)
+  model=(--model mobilenet_v2 "${engine[@]}" --threads 1)
+  # f32 and int8 side by side, so the view shows the precision trade-off in joules.
+  demo_pod 4 infer-f32 "$workload" infer "${model[@]}" --precision f32 --duration "${load_seconds}s" \
     --web.listen-address "127.0.0.1:$infer_local_port"
-  demo_pod 5 infer-server "$workload" serve "${model[@]}" --duration "${load_seconds}s" \
+  demo_pod 7 infer-int8 "$workload" infer "${model[@]}" --precision int8 --duration "${load_seconds}s" \
+    --web.listen-address "127.0.0.1:$infer_int8_port"
+  demo_pod 5 infer-server "$workload" serve "${model[@]}" --precision int8 --duration "${load_seconds}s" \
     --grpc.listen-address "127.0.0.1:$infer_grpc_port" --web.listen-address "127.0.0.1:$infer_server_port"
   # The client's own /metrics goes to a port nobody scrapes: its requests are the server's
   # inferences, not work of its own.

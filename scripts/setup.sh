@@ -58,3 +58,22 @@ if ! "$venv/bin/python" -c 'import sys, pandas, sklearn; sys.exit(sklearn.__vers
   echo "setup: installing scikit-learn into $venv for the forest-parity test"
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/requirements-bench.txt"
 fi
+# The workload's C++ inference engines (greenpipe-workload --engine onnxruntime|litert) open
+# these wheels' C libraries at run time; only the libraries are used, so no Python dependencies
+# are installed. Linked under stable names for GREENPIPE_ONNXRUNTIME_LIB / GREENPIPE_LITERT_LIB.
+engines="$venv/engines"
+pinned_engines() {
+  "$venv/bin/python" - "$root/scripts/requirements-engines.txt" 2>/dev/null <<'PY'
+import importlib.metadata as m, sys
+reqs = [l.split("#")[0].strip() for l in open(sys.argv[1])]
+sys.exit(any(m.version(n) != v for n, v in (r.split("==") for r in reqs if r)))
+PY
+}
+if ! [[ -e $engines/libonnxruntime.so && -e $engines/libLiteRt.so ]] || ! pinned_engines; then
+  echo "setup: installing the ONNX Runtime and LiteRT libraries into $venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$root/scripts/requirements-engines.txt"
+  site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  mkdir -p "$engines"
+  ln -sfn "$(ls "$site"/onnxruntime/capi/libonnxruntime.so.* | head -n1)" "$engines/libonnxruntime.so"
+  ln -sfn "$site/ai_edge_litert/libLiteRt.so" "$engines/libLiteRt.so"
+fi

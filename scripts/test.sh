@@ -8,6 +8,9 @@ scripts/setup.sh
 # nothing from it and the disk is shared.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export GREENPIPE_BUILD_BPF=1   # build the real BPF objects, never the editor stubs
+# The workload's C++ engines, installed by setup.sh (their tests fail without them).
+export GREENPIPE_ONNXRUNTIME_LIB="${GREENPIPE_ONNXRUNTIME_LIB:-$PWD/.venv/engines/libonnxruntime.so}"
+export GREENPIPE_LITERT_LIB="${GREENPIPE_LITERT_LIB:-$PWD/.venv/engines/libLiteRt.so}"
 # The Kubernetes control plane the k8s tests run (built from source once per machine, cached).
 scripts/control-plane.sh build >/dev/null
 # Helm for deploy/helm (built from the Go module proxy once per machine, cached).

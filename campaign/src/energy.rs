@@ -68,6 +68,10 @@ pub struct SourceEnergy {
     pub node_idle_joules: f64,
     /// Per container id.
     pub containers: BTreeMap<String, ContainerEnergy>,
+    /// The exporter's own energy, J: the node's dynamic power at each tick times the exporter's
+    /// share of the node's busy CPU time (the attribution rule applied to the exporter's usage,
+    /// on CPU alone). `None` when the exporter's CPU counter was not scraped.
+    pub exporter_joules: Option<f64>,
 }
 
 impl SourceEnergy {
@@ -123,12 +127,16 @@ pub async fn window(
     if end_ms <= start_ms {
         return Err(EnergyError::EmptyWindow { start, end });
     }
-    let (n, c) = tokio::try_join!(
+    let (exporter_q, busy_q) = overhead_queries(node);
+    let (n, c, e, b) = tokio::try_join!(
         api.query_range(&q.node, start_ms, end_ms, step),
         api.query_range(&q.container, start_ms, end_ms, step),
+        api.query_range(&exporter_q, start_ms, end_ms, step),
+        api.query_range(&busy_q, start_ms, end_ms, step),
     )?;
     let node_series = decode_matrix(&n.body)?;
     let container_series = decode_matrix(&c.body)?;
+    let exporter_share = cpu_share(&decode_matrix(&e.body)?, &decode_matrix(&b.body)?);
     let count = ((end_ms - start_ms) / 1000 + 1) as usize;
     let ticks = assemble(
         start_ms,
@@ -146,10 +154,14 @@ pub async fn window(
         let mut node_sum = 0.0;
         let mut idle_sum = 0.0;
         let mut per: BTreeMap<String, ContainerEnergy> = BTreeMap::new();
-        for usage in ticks
-            .iter()
-            .flat_map(|t| t.nodes.iter().filter(|u| u.node == node))
-        {
+        let mut exporter_sum = 0.0;
+        let mut exporter_ticks = 0usize;
+        for (timestamp_ms, usage) in ticks.iter().flat_map(|t| {
+            t.nodes
+                .iter()
+                .filter(|u| u.node == node)
+                .map(|u| (t.timestamp_ms, u))
+        }) {
             let watts = match source {
                 PowerSource::Meter => usage.meter_watts,
                 PowerSource::Predicted => model.predict(&usage.features).ok(),
@@ -159,7 +171,12 @@ pub async fn window(
             };
             used += 1;
             node_sum += watts;
-            idle_sum += model.idle_power_watts.min(watts).max(0.0);
+            let idle = model.idle_power_watts.min(watts).max(0.0);
+            idle_sum += idle;
+            if let Some(share) = exporter_share.get(&timestamp_ms) {
+                exporter_sum += (watts - idle) * share;
+                exporter_ticks += 1;
+            }
             for s in attribute(model, watts, usage, IdleSplit::Processes) {
                 let e = per.entry(s.container_id.to_string()).or_default();
                 e.pod_uid = s.pod_uid.to_string();
@@ -183,7 +200,48 @@ pub async fn window(
             node_joules: node_sum * scale,
             node_idle_joules: idle_sum * scale,
             containers: per,
+            exporter_joules: (exporter_ticks > 0)
+                .then(|| exporter_sum * seconds / exporter_ticks as f64),
         });
     }
     Ok(out)
+}
+
+/// The exporter's CPU rate and the node's busy CPU rate, cores (the recording rule
+/// `greenpipe:exporter_power_watts` of deploy/prometheus uses the same ratio).
+fn overhead_queries(node: &str) -> (String, String) {
+    use greenpipe_common::contract::cpu_mode;
+    use greenpipe_common::names::{exporter, label, node as n};
+    let node = node.replace('\\', "\\\\").replace('"', "\\\"");
+    (
+        format!(
+            "sum(rate({}{{{}=\"{node}\"}}[5s]))",
+            exporter::CPU_SECONDS_TOTAL,
+            label::NODE
+        ),
+        format!(
+            "sum(rate({}{{{}=\"{node}\",{}}}[5s]))",
+            n::CPU_SECONDS_TOTAL,
+            label::NODE,
+            cpu_mode::busy_matcher()
+        ),
+    )
+}
+
+/// The exporter's share of busy CPU at each timestamp where both rates exist and the node was
+/// busy (clamped to 1: the two counters are read at slightly different instants).
+fn cpu_share(
+    exporter: &[greenpipe_estimator::promql::RangeSeries<'_>],
+    busy: &[greenpipe_estimator::promql::RangeSeries<'_>],
+) -> BTreeMap<i64, f64> {
+    let busy: BTreeMap<i64, f64> = busy.iter().flat_map(|s| s.points.iter().copied()).collect();
+    exporter
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .filter_map(|(t, cores)| {
+            let total = *busy.get(&t)?;
+            (total > 0.0 && cores.is_finite() && cores >= 0.0)
+                .then(|| (t, (cores / total).min(1.0)))
+        })
+        .collect()
 }

@@ -137,7 +137,7 @@ pub struct Process {
 /// The groups a plan may use.
 pub const GROUPS: [&str; 4] = ["micro", "combined", "kernels", "inference"];
 /// The inference configuration keys the report groups by.
-pub const CONFIG_KEYS: [&str; 4] = ["model", "precision", "threads", "mode"];
+pub const CONFIG_KEYS: [&str; 5] = ["model", "precision", "engine", "threads", "mode"];
 
 /// Why a plan was refused.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use greenpipe_estimator::offline::plots;
 use greenpipe_estimator::offline::report::{self, SummaryRow, ALL};
 
 /// The exact header of `energy.csv`.
-pub const ENERGY_HEADER: &str = "node,workload,model,precision,threads,mode,inferences,\
+pub const ENERGY_HEADER: &str = "node,workload,model,precision,engine,threads,mode,inferences,\
 latency_p50_seconds,latency_p95_seconds,node_energy_joules,container_energy_joules,\
 joules_per_inference,power_source";
 
@@ -30,8 +30,8 @@ pub const CONTAINERS_HEADER: &str =
 pub struct EnergyRow {
     /// Step name.
     pub workload: String,
-    /// Config values (model, precision, threads, mode).
-    pub config: [String; 4],
+    /// Config values (model, precision, engine, threads, mode).
+    pub config: [String; 5],
     /// Inferences in the window.
     pub inferences: f64,
     /// Window length, s.
@@ -119,10 +119,10 @@ pub fn write(
     let rows = energy_rows(plan, a);
     let mut csv = format!("{ENERGY_HEADER}\n");
     for r in &rows {
-        let [m, p, t, mode] = &r.config;
+        let [m, p, e, t, mode] = &r.config;
         let _ = writeln!(
             csv,
-            "{node},{},{m},{p},{t},{mode},{:.0},{},{},{:.4},{:.4},{},{}",
+            "{node},{},{m},{p},{e},{t},{mode},{:.0},{},{},{:.4},{:.4},{},{}",
             r.workload,
             r.inferences,
             opt(r.p50, 6),
@@ -249,11 +249,11 @@ fn markdown(
     // Validation per workload and grouped.
     let labels = [model_name.as_str(), STRESS_ONLY, CPU_ONLY];
     md.push_str("\n## Validation MAPE per workload (%)\n\n");
-    md.push_str("| workload | architecture | precision | threads | mode |");
+    md.push_str("| workload | architecture | precision | engine | threads | mode |");
     for l in labels {
         let _ = write!(md, " {l} |");
     }
-    md.push_str("\n|---|---|---|---|---|---|---|---|\n");
+    md.push_str("\n|---|---|---|---|---|---|---|---|---|\n");
     let validated: Vec<_> = plan
         .steps
         .iter()
@@ -270,11 +270,13 @@ fn markdown(
         }
         md.push('\n');
     }
-    for (key, title) in
-        CONFIG_KEYS
-            .iter()
-            .zip(["architecture", "precision", "thread count", "mode"])
-    {
+    for (key, title) in CONFIG_KEYS.iter().zip([
+        "architecture",
+        "precision",
+        "engine",
+        "thread count",
+        "mode",
+    ]) {
         let mut groups: BTreeMap<String, Vec<&str>> = BTreeMap::new();
         for st in &validated {
             groups
@@ -322,9 +324,9 @@ fn markdown(
          usage); energy per inference is that energy over the window's inferences. `meter` rows \
          attribute the metered node power, `predicted` rows the model's prediction.\n\n",
     );
-    md.push_str("| workload | model | precision | threads | mode | source | inferences | throughput /s | p50 ms | p95 ms | node W | container W | idle share % | J/inference | idle J/inf | dynamic J/inf |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    md.push_str("| workload | model | precision | engine | threads | mode | source | inferences | throughput /s | p50 ms | p95 ms | node W | container W | idle share % | J/inference | idle J/inf | dynamic J/inf |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
-        let [m, p, t, mode] = &r.config;
+        let [m, p, e, t, mode] = &r.config;
         let jpi = r.joules_per_inference();
         let idle_jpi = (r.inferences > 0.0).then(|| r.container_idle_joules / r.inferences);
         let dyn_jpi = (r.inferences > 0.0)
@@ -333,7 +335,7 @@ fn markdown(
             .then(|| 100.0 * r.container_idle_joules / r.container_joules);
         let _ = writeln!(
             md,
-            "| {} | {m} | {p} | {t} | {mode} | {} | {:.0} | {:.2} | {} | {} | {:.2} | {:.3} | {} | {} | {} | {} |",
+            "| {} | {m} | {p} | {e} | {t} | {mode} | {} | {:.0} | {:.2} | {} | {} | {:.2} | {:.3} | {} | {} | {} | {} |",
             r.workload,
             r.source.as_str(),
             r.inferences,
@@ -351,6 +353,7 @@ fn markdown(
     if rows.is_empty() {
         md.push_str("\n(no inference window with inference counts)\n");
     }
+    md.push_str(&monitoring_overhead(a));
     md.push_str("\n## Plots\n\n- measured vs predicted power per validation trace: `validate/<node>__<workload>__validate.png`\n- energy per inference against latency, by model: `energy_vs_latency.png`\n- validation error by thread count: `error_by_threads.png`\n");
     md.push_str(
         "\nModel training report: `train/report.md`; validation report: `validate/report.md`.\n",
@@ -365,14 +368,64 @@ fn markdown(
     md
 }
 
+/// The monitoring overhead section: the exporter's own power over every window, as a share of
+/// node power, per power source.
+fn monitoring_overhead(a: &Analysis) -> String {
+    let mut md = String::from(
+        "\n## Monitoring overhead\n\nThe exporter's own power: the node's dynamic power at each \
+         tick times the exporter's share of the node's busy CPU time (the attribution rule \
+         applied to its own usage, on CPU alone; `greenpipe:exporter_power_watts` is the same on \
+         a live cluster), over every window of the campaign. The estimator runs off the node \
+         here, so it adds nothing to the node's power.\n\n",
+    );
+    let mut any = false;
+    md.push_str("| source | windows | exporter W | node W | share of node power % |\n|---|---|---|---|---|\n");
+    for source in [PowerSource::Meter, PowerSource::Predicted] {
+        let (mut exporter, mut node, mut seconds, mut windows) = (0.0, 0.0, 0.0, 0usize);
+        for e in a
+            .steps
+            .iter()
+            .flat_map(|(_, r)| &r.energy)
+            .filter(|e| e.source == source)
+        {
+            if let Some(j) = e.exporter_joules {
+                exporter += j;
+                node += e.node_joules;
+                seconds += e.seconds;
+                windows += 1;
+            }
+        }
+        if windows == 0 || seconds <= 0.0 || node <= 0.0 {
+            continue;
+        }
+        any = true;
+        let _ = writeln!(
+            md,
+            "| {} | {windows} | {:.4} | {:.2} | {:.3} |",
+            source.as_str(),
+            exporter / seconds,
+            node / seconds,
+            100.0 * exporter / node
+        );
+    }
+    if !any {
+        md.push_str(
+            "| - | 0 | | | |\n\nNo window had the exporter's CPU counter \
+                     (`greenpipe_exporter_cpu_seconds_total`) and the node's together.\n",
+        );
+    }
+    md
+}
+
 fn energy_latency_plot(out: &Path, rows: &[EnergyRow]) -> Result<(), CampaignPlotError> {
     let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.source == PowerSource::Predicted) {
         if let (Some(p50), Some(j)) = (r.p50, r.joules_per_inference()) {
-            let name = if r.config[0].is_empty() {
-                r.workload.clone()
-            } else {
-                r.config[0].clone()
+            // By model and engine, as the paper compares engines.
+            let name = match (r.config[0].as_str(), r.config[2].as_str()) {
+                ("", _) => r.workload.clone(),
+                (model, "") => model.to_string(),
+                (model, engine) => format!("{model} ({engine})"),
             };
             series.entry(name).or_default().push((p50 * 1e3, j));
         }

@@ -17,8 +17,32 @@ use greenpipe_common::names::{component, container as c, estimate, label, SYSTEM
 
 use crate::attribution::IdleSplit;
 
-/// The recording rule of deploy/prometheus giving a workload container's joules per inference.
+/// The recording rule of deploy/prometheus giving a workload container's joules per inference
+/// over a fixed minute (dashboards).
 pub const ENERGY_PER_INFERENCE_RULE: &str = "greenpipe:container_energy_per_inference_joules";
+
+/// The workload counter energy per inference divides by.
+const INFERENCES: &str = "greenpipe_workload_inferences_total";
+
+/// Joules per inference of each pod, over the last minute or, for a younger workload, since it
+/// became ready. The recording rule `greenpipe:container_energy_per_inference_joules` averages a
+/// fixed minute, so while a workload is young that minute holds its model build (power, no
+/// inferences) and its first figures are several times too high. The workload creates its
+/// inference counter when its model is built; here both the power average and the inference
+/// rate run from that counter's first sample, so the first figure is already the steady one.
+pub fn energy_per_inference_query() -> String {
+    let pod = label::POD_UID;
+    let counter = format!("{INFERENCES}{{{pod}!=\"\"}}");
+    format!(
+        "sum by ({cid}, {pod}) (avg_over_time(({power}{{{pod}!=\"\"}} and on ({pod}) sum by ({pod}) ({counter}))[1m:1s]))\n  \
+         / on ({pod}) group_left ()\n\
+         (sum by ({pod}) (increase({counter}[1m]))\n  \
+         / on ({pod}) (time() - min by ({pod}) (min_over_time(timestamp({counter})[1m:1s])))\n  \
+         > 0)",
+        cid = label::CONTAINER_ID,
+        power = estimate::CONTAINER_POWER_WATTS,
+    )
+}
 
 /// `view` arguments.
 #[derive(Debug, Clone, Args)]
@@ -285,11 +309,7 @@ pub async fn snapshot(client: &reqwest::Client, base: &str) -> Result<Snapshot, 
         label::POD_UID,
         c::PROCESSES
     );
-    let jpi_q = format!(
-        "max by ({}, {}) ({ENERGY_PER_INFERENCE_RULE})",
-        label::CONTAINER_ID,
-        label::POD_UID
-    );
+    let jpi_q = energy_per_inference_query();
     let (nodes, idle, containers, procs, jpi) = tokio::try_join!(
         query(client, base, &node_q),
         query(client, base, &idle_q),

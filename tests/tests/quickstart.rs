@@ -93,9 +93,9 @@ fn quickstart_produces_predictions_and_leaves_nothing_running() {
     while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
         node_power = query(&url, "greenpipe_node_power_watts");
         pod_power = query(&url, "greenpipe_container_power_watts{pod_uid!=\"\"}");
-        // Joules per inference of the local and the served inference workloads.
+        // Joules per inference of the local f32 and int8 and the served inference workloads.
         per_inference = query(&url, "greenpipe:container_energy_per_inference_joules > 0");
-        if !node_power.is_empty() && !pod_power.is_empty() && per_inference.len() >= 2 {
+        if !node_power.is_empty() && !pod_power.is_empty() && per_inference.len() >= 3 {
             break;
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -122,12 +122,13 @@ fn quickstart_produces_predictions_and_leaves_nothing_running() {
         "no container power for the demo pods:\n{output}"
     );
     assert!(
-        per_inference.len() >= 2,
-        "no joules per inference for the local and served inference pods: {per_inference:?}\n{output}"
+        per_inference.len() >= 3,
+        "no joules per inference for the local f32 and int8 and the served inference pods: {per_inference:?}\n{output}"
     );
     assert!(
         output.contains("J/infer")
-            && output.contains("infer-local")
+            && output.contains("infer-f32")
+            && output.contains("infer-int8")
             && output.contains("Idle power"),
         "live view lacks the inference workloads or the idle-split line:\n{output}"
     );

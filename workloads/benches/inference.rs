@@ -1,11 +1,13 @@
-//! Latency (p50, p95) and throughput of every model × precision × thread count, local (the
+//! Latency (p50, p95) and throughput of every model × engine × precision × thread count, local (the
 //! engine called directly) and served (a tonic server and client of the Open Inference
 //! Protocol on loopback, one request in flight), printed as a Markdown table.
 //!
 //! Run with `cargo bench -p greenpipe-workload --bench inference` (release build). Each
 //! configuration runs for `GREENPIPE_BENCH_SECONDS` (default 6) after one warm-up call, and
-//! at least 3 calls. `GREENPIPE_BENCH_MODELS`, `..._PRECISIONS`, `..._THREADS` restrict the
-//! grid (comma-separated).
+//! at least 3 calls. `GREENPIPE_BENCH_MODELS`, `..._ENGINES`, `..._PRECISIONS`, `..._THREADS`
+//! restrict the grid (comma-separated); a precision an engine does not compute is left out.
+//! The C++ engines' libraries come from `GREENPIPE_ONNXRUNTIME_LIB` and `GREENPIPE_LITERT_LIB`
+//! (`scripts/setup.sh` links them into `.venv/engines/`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use greenpipe_workload::images::ImageSet;
 use greenpipe_workload::metrics::{InferenceLabels, Metrics};
-use greenpipe_workload::model::{Arch, Engine, ModelSpec, Precision, DEFAULT_SEED};
+use greenpipe_workload::model::{Arch, Engine, EngineKind, ModelSpec, Precision, DEFAULT_SEED};
 use greenpipe_workload::oip::pb::grpc_inference_service_client::GrpcInferenceServiceClient;
 use greenpipe_workload::oip::pb::grpc_inference_service_server::GrpcInferenceServiceServer;
 use greenpipe_workload::oip::pb::model_infer_request::InferInputTensor;
@@ -67,6 +69,7 @@ fn main() {
         .unwrap_or(6.0);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let models = list("GREENPIPE_BENCH_MODELS", Arch::ALL.to_vec());
+    let engines = list("GREENPIPE_BENCH_ENGINES", EngineKind::ALL.to_vec());
     let precisions = list("GREENPIPE_BENCH_PRECISIONS", Precision::ALL.to_vec());
     let threads = list("GREENPIPE_BENCH_THREADS", (1..=cpus).collect());
     let images = ImageSet::generated(8);
@@ -75,28 +78,36 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    println!("| model | precision | threads | mode | p50 ms | p95 ms | inferences/s | calls |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "| model | engine | precision | threads | mode | p50 ms | p95 ms | inferences/s | calls |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     for &arch in &models {
-        for &precision in &precisions {
-            for &t in &threads {
-                let spec = ModelSpec {
-                    arch,
-                    precision,
-                    threads: t,
-                    batch: 1,
-                    image_size: 224,
-                    seed: DEFAULT_SEED,
-                };
-                let input = images.batch(0, 1, 224).unwrap();
-                let engine = Arc::new(Engine::build(&spec, &input).unwrap());
-                let (lat, wall) = run_for(seconds, || {
-                    engine.infer(&input).unwrap();
-                });
-                let s = stats(lat, wall, 1);
-                row(&spec, "local", &s);
-                let s = rt.block_on(served(engine.clone(), &input, seconds));
-                row(&spec, "served", &s);
+        for &engine in &engines {
+            for &precision in &precisions {
+                if !engine.precisions().contains(&precision) {
+                    continue;
+                }
+                for &t in &threads {
+                    let spec = ModelSpec {
+                        arch,
+                        precision,
+                        engine,
+                        threads: t,
+                        batch: 1,
+                        image_size: 224,
+                        seed: DEFAULT_SEED,
+                    };
+                    let input = images.batch(0, 1, 224).unwrap();
+                    let engine = Arc::new(Engine::build(&spec, &input).unwrap());
+                    let (lat, wall) = run_for(seconds, || {
+                        engine.infer(&input).unwrap();
+                    });
+                    let s = stats(lat, wall, 1);
+                    row(&spec, "local", &s);
+                    let s = rt.block_on(served(engine.clone(), &input, seconds));
+                    row(&spec, "served", &s);
+                }
             }
         }
     }
@@ -104,8 +115,9 @@ fn main() {
 
 fn row(spec: &ModelSpec, mode: &str, s: &Stats) {
     println!(
-        "| {} | {} | {} | {mode} | {:.1} | {:.1} | {:.2} | {} |",
+        "| {} | {} | {} | {} | {mode} | {:.1} | {:.1} | {:.2} | {} |",
         spec.arch,
+        spec.engine,
         spec.precision,
         spec.threads,
         s.p50 * 1e3,
@@ -121,6 +133,7 @@ async fn served(engine: Arc<Engine>, input: &[f32], seconds: f64) -> Stats {
         workload: "serve",
         model: spec.arch.name().into(),
         precision: spec.precision.name().into(),
+        engine: spec.engine.name(),
         threads: spec.threads.to_string(),
         mode: "served",
     };

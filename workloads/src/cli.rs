@@ -9,7 +9,8 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::kernels::Set;
-use crate::model::{Arch, ModelError, ModelSpec, Precision, DEFAULT_SEED};
+use crate::model::libraries::{LITERT_ENV, ONNXRUNTIME_ENV};
+use crate::model::{Arch, EngineKind, Libraries, ModelError, ModelSpec, Precision, DEFAULT_SEED};
 
 /// Default `--web.listen-address` (the exporter has 9910, the estimator 9911).
 pub const DEFAULT_WEB: &str = ":9912";
@@ -69,6 +70,9 @@ pub struct ModelArgs {
     /// f32, f16 or int8 (`infer`: a list sweeps).
     #[arg(long, default_value = "f32", value_parser = parse_precision, value_delimiter = ',')]
     pub precision: Vec<Precision>,
+    /// tract, onnxruntime or litert (`infer`: a list sweeps).
+    #[arg(long, default_value = "tract", value_parser = parse_engine, value_delimiter = ',')]
+    pub engine: Vec<EngineKind>,
     /// Inference threads, 1..=CPUs (`infer`: a list sweeps).
     #[arg(long, default_value = "1", value_delimiter = ',')]
     pub threads: Vec<usize>,
@@ -84,25 +88,42 @@ pub struct ModelArgs {
     /// Directory of PNG images [default: a generated set].
     #[arg(long)]
     pub images: Option<PathBuf>,
+    /// ONNX Runtime's C library, libonnxruntime.so [default: the loader's search path].
+    #[arg(long = "onnxruntime.library", env = ONNXRUNTIME_ENV)]
+    pub onnxruntime_library: Option<PathBuf>,
+    /// LiteRT's C library, libLiteRt.so [default: the loader's search path].
+    #[arg(long = "litert.library", env = LITERT_ENV)]
+    pub litert_library: Option<PathBuf>,
 }
 
 impl ModelArgs {
+    /// The engine libraries the flags (or their environment variables) name.
+    pub fn libraries(&self) -> Libraries {
+        Libraries {
+            onnxruntime: self.onnxruntime_library.clone(),
+            litert: self.litert_library.clone(),
+        }
+    }
+
     /// Every combination of the listed models, precisions and thread counts, validated.
     pub fn specs(&self) -> anyhow::Result<Vec<ModelSpec>> {
         let mut specs = Vec::new();
         for &arch in &self.model {
-            for &precision in &self.precision {
-                for &threads in &self.threads {
-                    let spec = ModelSpec {
-                        arch,
-                        precision,
-                        threads,
-                        batch: self.batch,
-                        image_size: self.image_size,
-                        seed: self.seed,
-                    };
-                    spec.validate()?;
-                    specs.push(spec);
+            for &engine in &self.engine {
+                for &precision in &self.precision {
+                    for &threads in &self.threads {
+                        let spec = ModelSpec {
+                            arch,
+                            precision,
+                            engine,
+                            threads,
+                            batch: self.batch,
+                            image_size: self.image_size,
+                            seed: self.seed,
+                        };
+                        spec.validate()?;
+                        specs.push(spec);
+                    }
                 }
             }
         }
@@ -113,7 +134,7 @@ impl ModelArgs {
     pub fn spec(&self) -> anyhow::Result<ModelSpec> {
         let mut specs = self.specs()?;
         if specs.len() != 1 {
-            bail!("serve takes one --model, one --precision and one --threads");
+            bail!("serve takes one --model, one --engine, one --precision and one --threads");
         }
         Ok(specs.remove(0))
     }
@@ -229,6 +250,10 @@ fn parse_precision(s: &str) -> Result<Precision, ModelError> {
     s.parse()
 }
 
+fn parse_engine(s: &str) -> Result<EngineKind, ModelError> {
+    s.parse()
+}
+
 fn parse_duration(s: &str) -> anyhow::Result<Duration> {
     humantime::parse_duration(s).with_context(|| format!("bad duration {s:?} (e.g. 30s, 5m)"))
 }
@@ -268,12 +293,14 @@ mod tests {
             "mobilenet_v2,resnet50_v2",
             "--precision",
             "f32,int8",
+            "--engine",
+            "tract,onnxruntime",
         ])
         .unwrap();
         let Command::Infer(a) = cli.command else {
             panic!("infer")
         };
-        assert_eq!(a.model.specs().unwrap().len(), 4);
+        assert_eq!(a.model.specs().unwrap().len(), 8);
         assert!(a.model.spec().is_err(), "serve takes one configuration");
     }
 
@@ -296,5 +323,22 @@ mod tests {
         };
         let err = a.model.specs().unwrap_err();
         assert!(format!("{err}").contains("--threads 4096"), "{err}");
+        let cli = parse(&[
+            "w",
+            "infer",
+            "--model",
+            "mobilenet_v2",
+            "--engine",
+            "onnxruntime",
+            "--precision",
+            "f16",
+        ])
+        .unwrap();
+        let Command::Infer(a) = cli.command else {
+            panic!("infer")
+        };
+        let err = a.model.specs().unwrap_err();
+        assert!(format!("{err}").contains("f16 is tract's"), "{err}");
+        assert!(parse(&["w", "infer", "--model", "mobilenet_v2", "--engine", "tvm"]).is_err());
     }
 }

@@ -15,7 +15,7 @@ use crate::campaign::{unix_now, CampaignLog, Placement, Window};
 use crate::cli::{BenchArgs, Cli, ClientArgs, Command, Common, InferArgs, PeerArgs, ServeArgs};
 use crate::images::ImageSet;
 use crate::metrics::{self, InferenceLabels, Metrics};
-use crate::model::{Arch, Engine, ModelSpec, Precision};
+use crate::model::{Arch, Engine, EngineKind, Libraries, ModelSpec, Precision};
 use crate::oip::{self, client::Pace};
 use crate::stop::Stop;
 
@@ -72,6 +72,11 @@ fn list() {
     for a in Arch::ALL {
         println!("  {a} ({})", Precision::ALL.map(|p| p.name()).join(", "));
     }
+    println!("engines:");
+    for e in EngineKind::ALL {
+        let precisions: Vec<_> = e.precisions().iter().map(|p| p.name()).collect();
+        println!("  {e} ({})", precisions.join(", "));
+    }
     println!("benchmarks:");
     for b in bench::all() {
         println!("  {:<18} {:<9} {}", b.name, b.group.name(), b.unit);
@@ -90,6 +95,7 @@ fn labels(workload: &'static str, spec: &ModelSpec, mode: &'static str) -> Infer
         workload,
         model: spec.arch.name().into(),
         precision: spec.precision.name().into(),
+        engine: spec.engine.name(),
         threads: spec.threads.to_string(),
         mode,
     }
@@ -99,6 +105,7 @@ fn model_config(spec: &ModelSpec, mode: &str) -> serde_json::Value {
     serde_json::json!({
         "model": spec.arch.name(),
         "precision": spec.precision.name(),
+        "engine": spec.engine.name(),
         "threads": spec.threads,
         "batch": spec.batch,
         "mode": mode,
@@ -107,15 +114,20 @@ fn model_config(spec: &ModelSpec, mode: &str) -> serde_json::Value {
     })
 }
 
-async fn build_engine(spec: ModelSpec, images: &ImageSet) -> anyhow::Result<Arc<Engine>> {
+async fn build_engine(
+    spec: ModelSpec,
+    images: &ImageSet,
+    libraries: Libraries,
+) -> anyhow::Result<Arc<Engine>> {
     let calibration = images.batch(0, spec.batch, spec.image_size)?;
     let started = Instant::now();
     let s = spec.clone();
-    let engine = tokio::task::spawn_blocking(move || Engine::build(&s, &calibration))
-        .await
-        .context("model build task")??;
+    let engine =
+        tokio::task::spawn_blocking(move || Engine::build_with(&s, &calibration, &libraries))
+            .await
+            .context("model build task")??;
     tracing::info!(
-        model = %spec.arch, precision = %spec.precision, threads = spec.threads,
+        model = %spec.arch, engine = %spec.engine, precision = %spec.precision, threads = spec.threads,
         batch = spec.batch, seconds = started.elapsed().as_secs_f64(), "model built"
     );
     Ok(Arc::new(engine))
@@ -131,7 +143,7 @@ async fn infer(ctx: &Context_, args: InferArgs) -> anyhow::Result<()> {
         if ctx.stop.is_set() {
             break;
         }
-        infer_one(ctx, spec, &images, args.duration).await?;
+        infer_one(ctx, spec, &images, &args.model.libraries(), args.duration).await?;
     }
     Ok(())
 }
@@ -140,9 +152,10 @@ async fn infer_one(
     ctx: &Context_,
     spec: ModelSpec,
     images: &ImageSet,
+    libraries: &Libraries,
     duration: Duration,
 ) -> anyhow::Result<()> {
-    let engine = build_engine(spec.clone(), images).await?;
+    let engine = build_engine(spec.clone(), images, libraries.clone()).await?;
     let labels = labels("infer", &spec, "local");
     ctx.metrics.touch_inference(&labels);
     ctx.metrics.set_running("infer", "inference", true);
@@ -187,7 +200,7 @@ async fn serve(ctx: &Context_, args: ServeArgs) -> anyhow::Result<()> {
     let addr = parse_flag_address("--grpc.listen-address", &args.grpc_listen_address)?;
     let spec = args.model.spec()?;
     let images = images_for(&args.model.images)?;
-    let engine = build_engine(spec.clone(), &images).await?;
+    let engine = build_engine(spec.clone(), &images, args.model.libraries()).await?;
     let service = oip::server::InferenceService::new(
         engine,
         ctx.metrics.clone(),

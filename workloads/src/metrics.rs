@@ -23,7 +23,14 @@ pub mod names {
 }
 
 /// Labels of the inference series, in order.
-pub const INFERENCE_LABELS: [&str; 5] = ["workload", "model", "precision", "threads", "mode"];
+pub const INFERENCE_LABELS: [&str; 6] = [
+    "workload",
+    "model",
+    "precision",
+    "engine",
+    "threads",
+    "mode",
+];
 
 /// The inference configuration a series carries.
 #[derive(Debug, Clone)]
@@ -31,16 +38,18 @@ pub struct InferenceLabels {
     pub workload: &'static str,
     pub model: String,
     pub precision: String,
+    pub engine: &'static str,
     pub threads: String,
     pub mode: &'static str,
 }
 
 impl InferenceLabels {
-    fn values(&self) -> [&str; 5] {
+    fn values(&self) -> [&str; 6] {
         [
             self.workload,
             &self.model,
             &self.precision,
+            self.engine,
             &self.threads,
             self.mode,
         ]

@@ -10,7 +10,9 @@
 
 use greenpipe_workload::images::ImageSet;
 use greenpipe_workload::model::graph::Mode;
-use greenpipe_workload::model::{Arch, Engine, ModelSpec, Precision, CLASSES, DEFAULT_SEED};
+use greenpipe_workload::model::{
+    Arch, Engine, EngineKind, ModelSpec, Precision, CLASSES, DEFAULT_SEED,
+};
 
 use tract_onnx::prelude::DatumType;
 
@@ -25,6 +27,7 @@ fn spec(arch: Arch, precision: Precision) -> ModelSpec {
     ModelSpec {
         arch,
         precision,
+        engine: EngineKind::Tract,
         threads: 1,
         batch: 1,
         image_size: size(arch),

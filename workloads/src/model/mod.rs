@@ -1,25 +1,28 @@
-//! The three image classifiers, built in code as ONNX graphs ([`graph`]) and run with tract.
-//!
-//! Why tract: it is pure Rust (no C++ runtime to cross-compile for a Raspberry Pi), has arm64
-//! NEON kernels, real depthwise convolution, int8 `QLinearConv`/`QLinearMatMul`, an f32→f16
-//! model translator, and an explicit per-plan thread pool; its ONNX front end accepts a
-//! `ModelProto` built in memory, so the published architectures are written once as ONNX and
-//! no model file or model hub is needed.
+//! The three image classifiers, built in code as ONNX graphs ([`graph`]), and the engines that
+//! run them: tract ([`tract`], pure Rust, compiled in), ONNX Runtime ([`onnxruntime`]) and
+//! LiteRT ([`litert`]), both opened at run time from their wheels' C libraries
+//! ([`libraries`]). Every engine runs the network of one graph: the same layers and seeded
+//! weights, and for int8 the same calibration.
 
 pub mod efficientnet_b0;
 pub mod graph;
+pub mod libraries;
+pub mod litert;
 pub mod mobilenet_v2;
+pub mod onnxruntime;
 pub mod resnet50_v2;
+pub mod tract;
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use tract_onnx::prelude::*;
-use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
-use tract_onnx::tract_core::transform::ModelTransform;
+use tract_onnx::prelude::{Datum, DatumType};
 
-use graph::{Calibration, GraphBuilder, Mode};
+use graph::{GraphBuilder, Mode};
+pub use libraries::Libraries;
+pub(crate) use tract::{configure_tract, TractStep};
 
 /// Why a network could not be chosen, built or run.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +31,15 @@ pub enum ModelError {
     UnknownArch(String),
     #[error("unknown precision {0:?}: expected f32, f16 or int8")]
     UnknownPrecision(String),
+    #[error("unknown engine {0:?}: expected tract, onnxruntime or litert")]
+    UnknownEngine(String),
+    #[error(
+        "--engine {engine} runs f32 and int8, not {precision}; f16 is tract's (--engine tract)"
+    )]
+    Unsupported {
+        engine: EngineKind,
+        precision: Precision,
+    },
     #[error("--threads {threads} is outside 1..={cpus} (the CPUs this process may use)")]
     Threads { threads: usize, cpus: usize },
     #[error("--batch must be at least 1")]
@@ -47,20 +59,21 @@ pub enum ModelError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-}
-
-/// Names the tract step that failed (the kernel benchmarks' one-operator models use it too).
-pub(crate) trait TractStep<T> {
-    fn step(self, step: &'static str) -> Result<T, ModelError>;
-}
-
-impl<T> TractStep<T> for TractResult<T> {
-    fn step(self, step: &'static str) -> Result<T, ModelError> {
-        self.map_err(|e| ModelError::Tract {
-            step,
-            source: e.into(),
-        })
-    }
+    /// The engine's library could not be opened.
+    #[error("{engine}: cannot load {}: {reason}; {}", path.display(), libraries::how_to_get(*engine))]
+    Library {
+        engine: EngineKind,
+        path: PathBuf,
+        reason: String,
+    },
+    /// ONNX Runtime or LiteRT refused a step (its own message is the `source`).
+    #[error("{engine}: {step}")]
+    Runtime {
+        engine: EngineKind,
+        step: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// Weight seed when none is given: every node and every run of a campaign computes on the
@@ -147,11 +160,64 @@ impl FromStr for Precision {
     }
 }
 
+/// The inference engine that runs a network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    Tract,
+    OnnxRuntime,
+    LiteRt,
+}
+
+impl EngineKind {
+    pub const ALL: [EngineKind; 3] = [
+        EngineKind::Tract,
+        EngineKind::OnnxRuntime,
+        EngineKind::LiteRt,
+    ];
+
+    /// The `--engine` value and the `engine` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Tract => "tract",
+            EngineKind::OnnxRuntime => "onnxruntime",
+            EngineKind::LiteRt => "litert",
+        }
+    }
+
+    /// The precisions this engine computes in. f16: tract converts the typed model; ONNX
+    /// Runtime's CPU provider and LiteRT's XNNPACK path on x86-64 have no f16 arithmetic
+    /// (LiteRT's f16 models are f16 storage dequantized to f32 at load), so they refuse it
+    /// rather than report an f32 run as f16.
+    pub fn precisions(self) -> &'static [Precision] {
+        match self {
+            EngineKind::Tract => &Precision::ALL,
+            EngineKind::OnnxRuntime | EngineKind::LiteRt => &[Precision::F32, Precision::Int8],
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for EngineKind {
+    type Err = ModelError;
+    fn from_str(s: &str) -> Result<Self, ModelError> {
+        EngineKind::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| ModelError::UnknownEngine(s.to_string()))
+    }
+}
+
 /// Everything that determines a built network.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSpec {
     pub arch: Arch,
     pub precision: Precision,
+    pub engine: EngineKind,
     pub threads: usize,
     pub batch: usize,
     /// Square input side in pixels (224 for the published models; tests use less).
@@ -161,6 +227,12 @@ pub struct ModelSpec {
 
 impl ModelSpec {
     pub fn validate(&self) -> Result<(), ModelError> {
+        if !self.engine.precisions().contains(&self.precision) {
+            return Err(ModelError::Unsupported {
+                engine: self.engine,
+                precision: self.precision,
+            });
+        }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         if self.threads == 0 || self.threads > cpus {
             return Err(ModelError::Threads {
@@ -188,53 +260,68 @@ impl ModelSpec {
     }
 }
 
-type Plan = Arc<TypedRunnableModel>;
-
-/// A built, optimised network ready to run.
-#[derive(Debug, Clone)]
-pub struct Engine {
-    spec: ModelSpec,
-    plan: Plan,
-    input_type: DatumType,
-}
-
 /// Number of classifier outputs.
 pub const CLASSES: usize = 1000;
 
+/// A built network ready to run, on the engine its spec names.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    spec: ModelSpec,
+    network: Network,
+}
+
+#[derive(Debug, Clone)]
+enum Network {
+    Tract(tract::TractNetwork),
+    OnnxRuntime(Arc<onnxruntime::OrtNetwork>),
+    LiteRt(Arc<litert::LiteRtNetwork>),
+}
+
 impl Engine {
-    /// Builds the network. int8 first builds the f32 network of the same seed and runs it once
-    /// on `calibration` (a preprocessed batch) to choose activation ranges.
+    /// Builds the network with the engine libraries named in the environment
+    /// ([`Libraries::from_env`]).
     pub fn build(spec: &ModelSpec, calibration: &[f32]) -> Result<Engine, ModelError> {
+        Engine::build_with(spec, calibration, &Libraries::from_env())
+    }
+
+    /// Builds the network. int8 first runs the f32 network of the same seed once on
+    /// `calibration` (a preprocessed batch) to choose activation ranges, on the engine itself:
+    /// every engine quantizes one network from one image batch.
+    pub fn build_with(
+        spec: &ModelSpec,
+        calibration: &[f32],
+        libraries: &Libraries,
+    ) -> Result<Engine, ModelError> {
         spec.validate()?;
-        // Before any optimisation: that is where tract picks its kernels.
-        configure_tract();
-        let mode = match spec.precision {
-            Precision::F32 | Precision::F16 => Mode::Float,
-            Precision::Int8 => Mode::Int8(calibrate(spec, calibration)?),
+        let int8 = spec.precision == Precision::Int8;
+        let network = match spec.engine {
+            EngineKind::Tract => {
+                let mode = if int8 {
+                    Mode::Int8(tract::calibrate(spec, calibration)?)
+                } else {
+                    Mode::Float
+                };
+                Network::Tract(tract::TractNetwork::build(spec, mode)?)
+            }
+            EngineKind::OnnxRuntime => {
+                let mode = if int8 {
+                    Mode::Int8(onnxruntime::calibrate(spec, calibration, libraries)?)
+                } else {
+                    Mode::Float
+                };
+                Network::OnnxRuntime(Arc::new(onnxruntime::OrtNetwork::build(
+                    spec, mode, libraries,
+                )?))
+            }
+            EngineKind::LiteRt => Network::LiteRt(Arc::new(litert::LiteRtNetwork::build(
+                spec,
+                calibration,
+                libraries,
+            )?)),
         };
-        let (proto, _) = proto_for(spec, mode);
-        let mut typed = tract_onnx::onnx()
-            .model_for_proto_model(&proto)
-            .step("parsing the generated ONNX graph")?
-            .into_typed()
-            .step("typing the generated ONNX graph")?
-            .into_decluttered()
-            .step("decluttering the model")?;
-        if spec.precision == Precision::F16 {
-            FloatPrecisionTranslator::new(f32::datum_type(), f16::datum_type())
-                .transform(&mut typed)
-                .step("translating the model to f16")?;
-        }
-        let input_type = typed
-            .input_fact(0)
-            .step("reading the model's input")?
-            .datum_type;
-        let optimized = typed.into_optimized().step("optimising the model")?;
-        let plan = runnable(optimized, spec.threads)?;
         Ok(Engine {
             spec: spec.clone(),
-            plan,
-            input_type,
+            network,
         })
     }
 
@@ -242,10 +329,13 @@ impl Engine {
         &self.spec
     }
 
-    /// The datum type the plan takes its input in: f16 for an f16 model (the translator
-    /// converts every f32 tensor), f32 otherwise (int8 quantizes inside the graph).
+    /// The datum type the network computes its input in: f16 for tract's f16 model, f32
+    /// otherwise (int8 quantizes inside the graph).
     pub fn input_datum_type(&self) -> DatumType {
-        self.input_type
+        match &self.network {
+            Network::Tract(t) => t.input_datum_type(),
+            Network::OnnxRuntime(_) | Network::LiteRt(_) => f32::datum_type(),
+        }
     }
 
     /// Runs one batch (`spec.input_len()` values, NCHW); returns `batch × 1000` logits.
@@ -257,60 +347,13 @@ impl Engine {
                 expected: self.spec.input_len(),
             });
         }
-        let tensor =
-            Tensor::from_shape(&self.spec.input_shape(), input).step("shaping the input")?;
-        let tensor = if self.input_type == f32::datum_type() {
-            tensor
-        } else {
-            tensor
-                .cast_to_dt(self.input_type)
-                .step("converting the input to the model's type")?
-                .into_owned()
-        };
-        let outputs = self
-            .plan
-            .run(tvec!(tensor.into()))
-            .step("running the model")?;
-        let logits = outputs[0].cast_to::<f32>().step("reading the logits")?;
-        Ok(logits
-            .to_plain_array_view::<f32>()
-            .step("reading the logits")?
-            .iter()
-            .copied()
-            .collect())
-    }
-}
-
-/// Keeps tract off its AMX int8 matmul kernel (`avx512amx_mmm_i32_16x16`) unless the operator
-/// chose a `TRACT_CPU_ISA` of their own: in tract-linalg 0.23.9 that kernel reads past its B
-/// tile and crashed one int8 EfficientNet-B0 run in two on this machine's AMX CPU (SIGSEGV in
-/// `tileloaddt1`; none in eight runs without it). Must run before tract first probes the CPU.
-pub fn configure_tract() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if std::env::var_os("TRACT_CPU_ISA").is_none() {
-            if let Err(e) =
-                tract_onnx::tract_core::knobs::set_config_global("TRACT_CPU_ISA", "-amx-int8")
-            {
-                tracing::warn!(error = %e, "could not keep tract off its AMX int8 kernel");
-            }
+        let shape = self.spec.input_shape();
+        match &self.network {
+            Network::Tract(t) => t.infer(&shape, input),
+            Network::OnnxRuntime(o) => o.infer(&shape, input),
+            Network::LiteRt(l) => l.infer(input),
         }
-    });
-}
-
-fn runnable(model: TypedModel, threads: usize) -> Result<Plan, ModelError> {
-    let executor = if threads > 1 {
-        tract_linalg::multithread::Executor::multithread_with_name(threads, "greenpipe-infer")
-    } else {
-        tract_linalg::multithread::Executor::SingleThread
-    };
-    let options = RunOptions {
-        executor: Some(executor),
-        ..Default::default()
-    };
-    model
-        .into_runnable_with_options(&options)
-        .step("preparing the model to run")
+    }
 }
 
 /// The ONNX graph of `spec` in `mode`, and the probed layer indices (probe mode).
@@ -322,45 +365,6 @@ pub fn proto_for(spec: &ModelSpec, mode: Mode) -> (tract_onnx::pb::ModelProto, V
         g.finish(spec.arch.name(), &logits, spec.batch, spec.image_size),
         probes,
     )
-}
-
-/// Runs the f32 graph with every quantizable layer's input and output exposed and records
-/// their ranges.
-fn calibrate(spec: &ModelSpec, batch: &[f32]) -> Result<Calibration, ModelError> {
-    let (proto, probes) = proto_for(spec, Mode::Probe);
-    let model = tract_onnx::onnx()
-        .model_for_proto_model(&proto)
-        .step("parsing the calibration graph")?
-        // The first probe re-exports the graph input as an output, which leaves tract's source
-        // node without a fact unless it is given again.
-        .with_input_fact(
-            0,
-            InferenceFact::dt_shape(f32::datum_type(), spec.input_shape()),
-        )
-        .step("typing the calibration graph's input")?
-        .into_optimized()
-        .step("optimising the calibration graph")?;
-    let plan = runnable(model, spec.threads)?;
-    let input = Tensor::from_shape(&spec.input_shape(), batch).step("calibration batch")?;
-    let outputs = plan
-        .run(tvec!(input.into()))
-        .step("running the calibration graph")?;
-    let mut cal = Calibration::default();
-    for (i, layer) in probes.iter().enumerate() {
-        let range = |t: &TValue| -> Result<(f32, f32), ModelError> {
-            let v = t
-                .to_plain_array_view::<f32>()
-                .step("reading a calibration range")?;
-            Ok(v.iter()
-                .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| {
-                    (lo.min(*x), hi.max(*x))
-                }))
-        };
-        let r_in = range(&outputs[1 + 2 * i])?;
-        let r_out = range(&outputs[2 + 2 * i])?;
-        cal.ranges.insert(*layer, (r_in, r_out));
-    }
-    Ok(cal)
 }
 
 #[cfg(test)]
@@ -382,6 +386,7 @@ mod tests {
         let spec = ModelSpec {
             arch: Arch::MobileNetV2,
             precision: Precision::F32,
+            engine: EngineKind::Tract,
             threads: 1,
             batch: 0,
             image_size: 224,
@@ -397,14 +402,20 @@ mod tests {
             small.validate().unwrap_err().to_string(),
             "--image-size 16 is below 32 pixels"
         );
-    }
-
-    #[test]
-    fn a_tract_failure_names_the_step_and_keeps_tract_s_reason_as_source() {
-        let failed: TractResult<()> = Err(TractError::msg("shape mismatch"));
-        let err = failed.step("optimising the model").unwrap_err();
-        assert_eq!(err.to_string(), "optimising the model");
-        let source = std::error::Error::source(&err).expect("tract's error is the source");
-        assert_eq!(source.to_string(), "shape mismatch");
+        let e = "tensorrt".parse::<EngineKind>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown engine \"tensorrt\": expected tract, onnxruntime or litert"
+        );
+        let f16_on_ort = ModelSpec {
+            batch: 1,
+            precision: Precision::F16,
+            engine: EngineKind::OnnxRuntime,
+            ..spec
+        };
+        assert_eq!(
+            f16_on_ort.validate().unwrap_err().to_string(),
+            "--engine onnxruntime runs f32 and int8, not f16; f16 is tract's (--engine tract)"
+        );
     }
 }

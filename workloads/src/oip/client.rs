@@ -200,6 +200,7 @@ pub async fn run(
         workload: "client",
         model: config.model.clone(),
         precision: String::new(),
+        engine: "",
         threads: String::new(),
         mode: "served",
     };

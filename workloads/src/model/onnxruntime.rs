@@ -1,0 +1,141 @@
+//! The ONNX Runtime engine: the same generated ONNX graph tract runs (f32, or the int8
+//! QOperator graph with `QLinearConv`/`QLinearMatMul`), run by ORT's CPU execution provider.
+
+use std::sync::{Mutex, OnceLock};
+
+use ort::environment::Environment;
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::Session;
+use ort::value::TensorRef;
+use prost::Message;
+
+use super::graph::{Calibration, Mode};
+use super::libraries::Libraries;
+use super::{proto_for, EngineKind, ModelError, ModelSpec};
+
+/// A session of one network. ORT's `run` takes the session mutably, so concurrent callers
+/// (a server with several `--instances`) take turns; ORT parallelises inside one run with
+/// `--threads` intra-op threads.
+pub struct OrtNetwork {
+    session: Mutex<Session>,
+}
+
+impl std::fmt::Debug for OrtNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrtNetwork").finish_non_exhaustive()
+    }
+}
+
+fn failed(step: &'static str) -> impl FnOnce(ort::Error) -> ModelError {
+    move |e| ModelError::Runtime {
+        engine: EngineKind::OnnxRuntime,
+        step,
+        source: e.to_string().into(),
+    }
+}
+
+/// The process's one ORT environment, on the library found first; a later build with another
+/// path reuses it (ORT can be loaded once per process).
+fn environment(libraries: &Libraries) -> Result<&'static Environment, ModelError> {
+    static ENV: OnceLock<Result<Environment, String>> = OnceLock::new();
+    let path = libraries.path_for(EngineKind::OnnxRuntime)?;
+    let env = ENV.get_or_init(|| {
+        let builder = ort::init_from(&path).map_err(|e| e.to_string())?;
+        builder
+            .with_name("greenpipe-workload")
+            .with_telemetry(false)
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    env.as_ref().map_err(|reason| ModelError::Library {
+        engine: EngineKind::OnnxRuntime,
+        path: path.clone(),
+        reason: reason.clone(),
+    })
+}
+
+impl OrtNetwork {
+    /// Builds `spec`'s network from the graph in `mode` with the library of `libraries`.
+    pub fn build(
+        spec: &ModelSpec,
+        mode: Mode,
+        libraries: &Libraries,
+    ) -> Result<OrtNetwork, ModelError> {
+        let env = environment(libraries)?;
+        let (proto, _) = proto_for(spec, mode);
+        let bytes = proto.encode_to_vec();
+        let session = Session::builder(env)
+            .map_err(failed("creating the session options"))?
+            .with_optimization_level(GraphOptimizationLevel::All)
+            .map_err(|e| failed("setting the graph optimisation level")(e.into()))?
+            .with_intra_threads(spec.threads)
+            .map_err(|e| failed("setting --threads")(e.into()))?
+            // One inference at a time per session: inter-op threads would only compete with
+            // the intra-op pool for the same cores.
+            .with_inter_threads(1)
+            .map_err(|e| failed("setting the inter-op threads")(e.into()))?
+            .commit_from_memory(&bytes)
+            .map_err(failed("loading the generated ONNX graph"))?;
+        Ok(OrtNetwork {
+            session: Mutex::new(session),
+        })
+    }
+
+    /// Runs one NCHW batch of `shape`; returns the logits.
+    pub fn infer(&self, shape: &[usize], input: &[f32]) -> Result<Vec<f32>, ModelError> {
+        let tensor = TensorRef::from_array_view((shape.to_vec(), input))
+            .map_err(failed("shaping the input"))?;
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let outputs = session
+            .run(ort::inputs!["input" => tensor])
+            .map_err(failed("running the model"))?;
+        let (_, logits) = outputs["logits"]
+            .try_extract_tensor::<f32>()
+            .map_err(failed("reading the logits"))?;
+        Ok(logits.to_vec())
+    }
+}
+
+/// [`super::tract::calibrate`] on ONNX Runtime: the same probe graph and the same ranges
+/// (within float rounding), without tract's f32 network, so an ONNX Runtime build does not pay
+/// tract's optimisation of the calibration graph.
+pub fn calibrate(
+    spec: &ModelSpec,
+    batch: &[f32],
+    libraries: &Libraries,
+) -> Result<Calibration, ModelError> {
+    let env = environment(libraries)?;
+    let (proto, probes) = proto_for(spec, Mode::Probe);
+    let mut session = Session::builder(env)
+        .map_err(failed("creating the session options"))?
+        .with_intra_threads(spec.threads)
+        .map_err(|e| failed("setting --threads")(e.into()))?
+        .commit_from_memory(&proto.encode_to_vec())
+        .map_err(failed("loading the calibration graph"))?;
+    let names: Vec<String> = session
+        .outputs()
+        .iter()
+        .map(|o| o.name().to_string())
+        .collect();
+    let shape = spec.input_shape();
+    let tensor =
+        TensorRef::from_array_view((shape.to_vec(), batch)).map_err(failed("calibration batch"))?;
+    let outputs = session
+        .run(ort::inputs!["input" => tensor])
+        .map_err(failed("running the calibration graph"))?;
+    let range = |i: usize| -> Result<(f32, f32), ModelError> {
+        let (_, v) = outputs[names[i].as_str()]
+            .try_extract_tensor::<f32>()
+            .map_err(failed("reading a calibration range"))?;
+        Ok(v.iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| {
+                (lo.min(*x), hi.max(*x))
+            }))
+    };
+    let mut cal = Calibration::default();
+    for (i, layer) in probes.iter().enumerate() {
+        cal.ranges
+            .insert(*layer, (range(1 + 2 * i)?, range(2 + 2 * i)?));
+    }
+    Ok(cal)
+}

@@ -1,0 +1,185 @@
+//! The tract engine.
+//!
+//! Why tract: it is pure Rust (no C++ runtime to cross-compile for a Raspberry Pi), has arm64
+//! NEON kernels, real depthwise convolution, int8 `QLinearConv`/`QLinearMatMul`, an f32→f16
+//! model translator, and an explicit per-plan thread pool; its ONNX front end accepts a
+//! `ModelProto` built in memory, so the published architectures are written once as ONNX and
+//! no model file or model hub is needed.
+
+use std::sync::Arc;
+
+use tract_onnx::prelude::*;
+use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
+use tract_onnx::tract_core::transform::ModelTransform;
+
+use super::graph::{Calibration, Mode};
+use super::{proto_for, ModelError, ModelSpec, Precision};
+
+/// Names the tract step that failed (the kernel benchmarks' one-operator models use it too).
+pub(crate) trait TractStep<T> {
+    fn step(self, step: &'static str) -> Result<T, ModelError>;
+}
+
+impl<T> TractStep<T> for TractResult<T> {
+    fn step(self, step: &'static str) -> Result<T, ModelError> {
+        self.map_err(|e| ModelError::Tract {
+            step,
+            source: e.into(),
+        })
+    }
+}
+
+type Plan = Arc<TypedRunnableModel>;
+
+/// A network optimised by tract, ready to run.
+#[derive(Debug, Clone)]
+pub struct TractNetwork {
+    plan: Plan,
+    input_type: DatumType,
+}
+
+impl TractNetwork {
+    /// Builds `spec`'s network from the graph in `mode` (float, or int8 with its calibration).
+    pub fn build(spec: &ModelSpec, mode: Mode) -> Result<TractNetwork, ModelError> {
+        // Before any optimisation: that is where tract picks its kernels.
+        configure_tract();
+        let (proto, _) = proto_for(spec, mode);
+        let mut typed = tract_onnx::onnx()
+            .model_for_proto_model(&proto)
+            .step("parsing the generated ONNX graph")?
+            .into_typed()
+            .step("typing the generated ONNX graph")?
+            .into_decluttered()
+            .step("decluttering the model")?;
+        if spec.precision == Precision::F16 {
+            FloatPrecisionTranslator::new(f32::datum_type(), f16::datum_type())
+                .transform(&mut typed)
+                .step("translating the model to f16")?;
+        }
+        let input_type = typed
+            .input_fact(0)
+            .step("reading the model's input")?
+            .datum_type;
+        let optimized = typed.into_optimized().step("optimising the model")?;
+        Ok(TractNetwork {
+            plan: runnable(optimized, spec.threads)?,
+            input_type,
+        })
+    }
+
+    /// f16 for an f16 model (the translator converts every f32 tensor), f32 otherwise (int8
+    /// quantizes inside the graph).
+    pub fn input_datum_type(&self) -> DatumType {
+        self.input_type
+    }
+
+    /// Runs one NCHW batch of `shape`; returns the logits.
+    pub fn infer(&self, shape: &[usize], input: &[f32]) -> Result<Vec<f32>, ModelError> {
+        let tensor = Tensor::from_shape(shape, input).step("shaping the input")?;
+        let tensor = if self.input_type == f32::datum_type() {
+            tensor
+        } else {
+            tensor
+                .cast_to_dt(self.input_type)
+                .step("converting the input to the model's type")?
+                .into_owned()
+        };
+        let outputs = self
+            .plan
+            .run(tvec!(tensor.into()))
+            .step("running the model")?;
+        let logits = outputs[0].cast_to::<f32>().step("reading the logits")?;
+        Ok(logits
+            .to_plain_array_view::<f32>()
+            .step("reading the logits")?
+            .iter()
+            .copied()
+            .collect())
+    }
+}
+
+/// Keeps tract off its AMX int8 matmul kernel (`avx512amx_mmm_i32_16x16`) unless the operator
+/// chose a `TRACT_CPU_ISA` of their own: in tract-linalg 0.23.9 that kernel reads past its B
+/// tile and crashed one int8 EfficientNet-B0 run in two on this machine's AMX CPU (SIGSEGV in
+/// `tileloaddt1`; none in eight runs without it). Must run before tract first probes the CPU.
+pub fn configure_tract() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("TRACT_CPU_ISA").is_none() {
+            if let Err(e) =
+                tract_onnx::tract_core::knobs::set_config_global("TRACT_CPU_ISA", "-amx-int8")
+            {
+                tracing::warn!(error = %e, "could not keep tract off its AMX int8 kernel");
+            }
+        }
+    });
+}
+
+fn runnable(model: TypedModel, threads: usize) -> Result<Plan, ModelError> {
+    let executor = if threads > 1 {
+        tract_linalg::multithread::Executor::multithread_with_name(threads, "greenpipe-infer")
+    } else {
+        tract_linalg::multithread::Executor::SingleThread
+    };
+    let options = RunOptions {
+        executor: Some(executor),
+        ..Default::default()
+    };
+    model
+        .into_runnable_with_options(&options)
+        .step("preparing the model to run")
+}
+
+/// Runs the f32 graph with every quantizable layer's input and output exposed and records
+/// their ranges (ONNX Runtime runs the same probe graph: `onnxruntime::calibrate`).
+pub fn calibrate(spec: &ModelSpec, batch: &[f32]) -> Result<Calibration, ModelError> {
+    configure_tract();
+    let (proto, probes) = proto_for(spec, Mode::Probe);
+    let model = tract_onnx::onnx()
+        .model_for_proto_model(&proto)
+        .step("parsing the calibration graph")?
+        // The first probe re-exports the graph input as an output, which leaves tract's source
+        // node without a fact unless it is given again.
+        .with_input_fact(
+            0,
+            InferenceFact::dt_shape(f32::datum_type(), spec.input_shape()),
+        )
+        .step("typing the calibration graph's input")?
+        .into_optimized()
+        .step("optimising the calibration graph")?;
+    let plan = runnable(model, spec.threads)?;
+    let input = Tensor::from_shape(&spec.input_shape(), batch).step("calibration batch")?;
+    let outputs = plan
+        .run(tvec!(input.into()))
+        .step("running the calibration graph")?;
+    let mut cal = Calibration::default();
+    for (i, layer) in probes.iter().enumerate() {
+        let range = |t: &TValue| -> Result<(f32, f32), ModelError> {
+            let v = t
+                .to_plain_array_view::<f32>()
+                .step("reading a calibration range")?;
+            Ok(v.iter()
+                .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| {
+                    (lo.min(*x), hi.max(*x))
+                }))
+        };
+        let r_in = range(&outputs[1 + 2 * i])?;
+        let r_out = range(&outputs[2 + 2 * i])?;
+        cal.ranges.insert(*layer, (r_in, r_out));
+    }
+    Ok(cal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tract_failure_names_the_step_and_keeps_tract_s_reason_as_source() {
+        let failed: TractResult<()> = Err(TractError::msg("shape mismatch"));
+        let err = failed.step("optimising the model").unwrap_err();
+        assert_eq!(err.to_string(), "optimising the model");
+        let source = std::error::Error::source(&err).expect("tract's error is the source");
+        assert_eq!(source.to_string(), "shape mismatch");
+    }
+}
