@@ -32,21 +32,42 @@ pub enum Padding {
 #[derive(Debug, Clone, PartialEq)]
 pub enum OpKind {
     /// Inputs: x, weights OHWI, bias `[O]`.
-    Conv { stride: [usize; 2], padding: Padding, act: Act },
+    Conv {
+        stride: [usize; 2],
+        padding: Padding,
+        act: Act,
+    },
     /// Inputs: x, weights `[1, KH, KW, C * multiplier]`, bias.
-    Depthwise { stride: [usize; 2], padding: Padding, multiplier: usize, act: Act },
+    Depthwise {
+        stride: [usize; 2],
+        padding: Padding,
+        multiplier: usize,
+        act: Act,
+    },
     /// Inputs: x `[N, K]`, weights `[M, K]`, bias `[M]`.
-    FullyConnected { act: Act },
-    MaxPool { stride: [usize; 2], filter: [usize; 2], padding: Padding },
+    FullyConnected {
+        act: Act,
+    },
+    MaxPool {
+        stride: [usize; 2],
+        filter: [usize; 2],
+        padding: Padding,
+    },
     /// Inputs: x, axes (i32). Keeps the reduced dimensions.
     Mean,
-    Add { act: Act },
-    Mul { act: Act },
+    Add {
+        act: Act,
+    },
+    Mul {
+        act: Act,
+    },
     Logistic,
     Relu,
     Relu6,
     /// Inputs: x, new shape (i32).
-    Reshape { shape: Vec<i32> },
+    Reshape {
+        shape: Vec<i32>,
+    },
     /// Inputs: x, paddings `[rank, 2]` (i32). Pads with zero (the zero point when quantized).
     Pad,
     /// Inputs: x, paddings, a one-element constant of x's type.
@@ -185,21 +206,23 @@ pub fn lower(model: &ModelProto) -> Result<Graph, Error> {
         producer: HashMap::new(),
         inits,
     };
-    let t = lw.g.add_tensor(input.name.clone(), vec![n, h, w, c], Data::Activation);
+    let t =
+        lw.g.add_tensor(input.name.clone(), vec![n, h, w, c], Data::Activation);
     lw.g.input = t;
     lw.values.insert(input.name.clone(), t);
 
     for node in &graph.node {
         // Only the value a node reads is fusable into its producer, and only when nothing else
         // reads it: otherwise the other readers would see the activated value.
-        let sole_reader = |name: &str| {
-            consumers.get(name).copied() == Some(1) && !graph_outputs.contains(name)
-        };
+        let sole_reader =
+            |name: &str| consumers.get(name).copied() == Some(1) && !graph_outputs.contains(name);
         lw.node(node, &sole_reader)
             .map_err(|e| e.in_node(&node.op_type, &node.name))?;
     }
     let out = *lw.values.get(&output_name).ok_or_else(|| {
-        Error::Onnx(format!("graph output {output_name} is not computed by any node"))
+        Error::Onnx(format!(
+            "graph output {output_name} is not computed by any node"
+        ))
     })?;
     if lw.g.tensors[out].data != Data::Activation {
         return Err(Error::Unsupported("the graph output is a constant".into()));
@@ -242,7 +265,13 @@ impl Lowering<'_> {
         &self.g.tensors[t].shape
     }
 
-    fn emit(&mut self, node: &NodeProto, kind: OpKind, inputs: Vec<usize>, shape: Vec<usize>) -> Result<usize, Error> {
+    fn emit(
+        &mut self,
+        node: &NodeProto,
+        kind: OpKind,
+        inputs: Vec<usize>,
+        shape: Vec<usize>,
+    ) -> Result<usize, Error> {
         let name = node
             .output
             .first()
@@ -266,7 +295,10 @@ impl Lowering<'_> {
 
     fn node(&mut self, node: &NodeProto, sole_reader: &dyn Fn(&str) -> bool) -> Result<(), Error> {
         if !node.domain.is_empty() && node.domain != "ai.onnx" {
-            return Err(Error::Unsupported(format!("operator domain {}", node.domain)));
+            return Err(Error::Unsupported(format!(
+                "operator domain {}",
+                node.domain
+            )));
         }
         let input = |i: usize| -> Result<&str, Error> {
             node.input
@@ -295,7 +327,11 @@ impl Lowering<'_> {
                         }
                     }
                 }
-                let kind = if act == Act::Relu { OpKind::Relu } else { OpKind::Relu6 };
+                let kind = if act == Act::Relu {
+                    OpKind::Relu
+                } else {
+                    OpKind::Relu6
+                };
                 let shape = self.shape(x).to_vec();
                 self.emit(node, kind, vec![x], shape).map(drop)
             }
@@ -309,7 +345,9 @@ impl Lowering<'_> {
             "GlobalAveragePool" => {
                 let x = self.value(input(0)?)?;
                 let &[n, _, _, c] = self.shape(x) else {
-                    return Err(Error::Unsupported("GlobalAveragePool of a non-4D tensor".into()));
+                    return Err(Error::Unsupported(
+                        "GlobalAveragePool of a non-4D tensor".into(),
+                    ));
                 };
                 let axes = self.g.add_tensor(
                     format!("{}_axes", node.output[0]),
@@ -377,7 +415,7 @@ impl Lowering<'_> {
         }
     }
 
-    /// Explicit 2-D pads `[top, left, bottom, right]` as TFLite padding, plus the pads an
+    /// ONNX's 2-D pads `[top, left, bottom, right]` as TFLite padding, plus the pads an
     /// explicit `PAD` has to add first (`[top, bottom, left, right]`), and the output size.
     fn padding(
         &self,
@@ -385,7 +423,7 @@ impl Lowering<'_> {
         hw: [usize; 2],
         kernel: [usize; 2],
         stride: [usize; 2],
-    ) -> Result<(Padding, Option<[usize; 4]>, [usize; 2]), Error> {
+    ) -> Result<Resolved, Error> {
         if let Some(a) = node.attr("auto_pad") {
             let mode = String::from_utf8_lossy(&a.s);
             if !(mode.is_empty() || mode == "NOTSET") {
@@ -425,7 +463,11 @@ impl Lowering<'_> {
         } else if same {
             Ok((Padding::Same, None, out))
         } else {
-            Ok((Padding::Valid, Some([pads[0], pads[2], pads[1], pads[3]]), out))
+            Ok((
+                Padding::Valid,
+                Some([pads[0], pads[2], pads[1], pads[3]]),
+                out,
+            ))
         }
     }
 
@@ -440,9 +482,11 @@ impl Lowering<'_> {
             vec![4, 2],
             Data::I32(vec![0, 0, t as i32, b as i32, l as i32, r as i32, 0, 0]),
         );
-        let y = self
-            .g
-            .add_tensor(name.clone(), vec![n, h + t + b, w + l + r, c], Data::Activation);
+        let y = self.g.add_tensor(
+            name.clone(),
+            vec![n, h + t + b, w + l + r, c],
+            Data::Activation,
+        );
         let op = match value {
             None => self.g.add_op(OpKind::Pad, vec![x, paddings], vec![y]),
             Some(v) => {
@@ -469,14 +513,20 @@ impl Lowering<'_> {
         let wp = self.init(node.input.get(1).map_or("", String::as_str))?;
         let w = wp.f32_values()?;
         let &[o, ipg, kh, kw] = &wp.dims[..] else {
-            return Err(Error::Unsupported(format!("Conv weights of dims {:?}", wp.dims)));
+            return Err(Error::Unsupported(format!(
+                "Conv weights of dims {:?}",
+                wp.dims
+            )));
         };
         let (o, ipg, kh, kw) = (o as usize, ipg as usize, kh as usize, kw as usize);
         let bias = match node.input.get(2).map(String::as_str) {
             Some(b) if !b.is_empty() => {
                 let b = self.init(b)?.f32_values()?;
                 if b.len() != o {
-                    return Err(Error::Onnx(format!("Conv bias has {} values for {o} outputs", b.len())));
+                    return Err(Error::Onnx(format!(
+                        "Conv bias has {} values for {o} outputs",
+                        b.len()
+                    )));
                 }
                 b
             }
@@ -494,7 +544,9 @@ impl Lowering<'_> {
         }
         if let Some(k) = node.attr_ints("kernel_shape") {
             if k != [kh as i64, kw as i64] {
-                return Err(Error::Onnx(format!("kernel_shape {k:?} disagrees with the weights")));
+                return Err(Error::Onnx(format!(
+                    "kernel_shape {k:?} disagrees with the weights"
+                )));
             }
         }
         let stride = Self::strides(node)?;
@@ -517,7 +569,15 @@ impl Lowering<'_> {
                     }
                 }
             }
-            (OpKind::Conv { stride, padding, act: Act::None }, t, vec![o, kh, kw, ipg])
+            (
+                OpKind::Conv {
+                    stride,
+                    padding,
+                    act: Act::None,
+                },
+                t,
+                vec![o, kh, kw, ipg],
+            )
         } else if ipg == 1 && group == c {
             // [C·M, 1, KH, KW] → [1, KH, KW, C·M].
             let mut t = vec![0.0; w.len()];
@@ -528,16 +588,26 @@ impl Lowering<'_> {
                     }
                 }
             }
-            let kind = OpKind::Depthwise { stride, padding, multiplier: o / c, act: Act::None };
+            let kind = OpKind::Depthwise {
+                stride,
+                padding,
+                multiplier: o / c,
+                act: Act::None,
+            };
             (kind, t, vec![1, kh, kw, o])
         } else {
             return Err(Error::Unsupported(format!(
                 "grouped Conv with {group} groups of {ipg} channels (only dense and depthwise)"
             )));
         };
-        let wt = self.g.add_tensor(format!("{base}_weights"), wshape, Data::F32(weights));
-        let bt = self.g.add_tensor(format!("{base}_bias"), vec![o], Data::F32(bias));
-        self.emit(node, kind, vec![x, wt, bt], vec![n, oh, ow, o]).map(drop)
+        let wt = self
+            .g
+            .add_tensor(format!("{base}_weights"), wshape, Data::F32(weights));
+        let bt = self
+            .g
+            .add_tensor(format!("{base}_bias"), vec![o], Data::F32(bias));
+        self.emit(node, kind, vec![x, wt, bt], vec![n, oh, ow, o])
+            .map(drop)
     }
 
     /// A constant operand of an element-wise op, in the layout of the activation it meets.
@@ -559,7 +629,11 @@ impl Lowering<'_> {
                         }
                     }
                 }
-                let shape = if dims.len() == 3 { vec![hh, ww, cc] } else { vec![1, hh, ww, cc] };
+                let shape = if dims.len() == 3 {
+                    vec![hh, ww, cc]
+                } else {
+                    vec![1, hh, ww, cc]
+                };
                 (shape, out)
             }
             _ => {
@@ -590,7 +664,11 @@ impl Lowering<'_> {
                 let r = self.shape(b).len();
                 (self.broadcast_constant(a_name, r)?, b)
             }
-            (true, true) => return Err(Error::Unsupported("element-wise op of two constants".into())),
+            (true, true) => {
+                return Err(Error::Unsupported(
+                    "element-wise op of two constants".into(),
+                ))
+            }
         };
         let shape = broadcast(self.shape(a), self.shape(b)).ok_or_else(|| {
             Error::Onnx(format!(
@@ -610,13 +688,16 @@ impl Lowering<'_> {
     fn batch_norm(&mut self, node: &NodeProto, sole_reader: bool) -> Result<(), Error> {
         let x = self.value(&node.input[0])?;
         let param = |i: usize| -> Result<Vec<f32>, Error> {
-            self.init(node.input.get(i).map_or("", String::as_str))?.f32_values()
+            self.init(node.input.get(i).map_or("", String::as_str))?
+                .f32_values()
         };
         let (gamma, beta, mean, var) = (param(1)?, param(2)?, param(3)?, param(4)?);
         let eps = node.attr_float("epsilon", 1e-5);
         let c = *self.shape(x).last().unwrap_or(&0);
         if [&gamma, &beta, &mean, &var].iter().any(|v| v.len() != c) {
-            return Err(Error::Onnx(format!("BatchNormalization parameters for {c} channels")));
+            return Err(Error::Onnx(format!(
+                "BatchNormalization parameters for {c} channels"
+            )));
         }
         let k: Vec<f32> = gamma
             .iter()
@@ -658,19 +739,35 @@ impl Lowering<'_> {
         }
         let base = node.output[0].clone();
         let shape = self.shape(x).to_vec();
-        let kt = self.g.add_tensor(format!("{base}_scale"), vec![c], Data::F32(k));
-        let st = self.g.add_tensor(format!("{base}_shift"), vec![c], Data::F32(s));
-        let scaled = self.g.add_tensor(format!("{base}_scaled"), shape.clone(), Data::Activation);
-        let op = self.g.add_op(OpKind::Mul { act: Act::None }, vec![x, kt], vec![scaled]);
+        let kt = self
+            .g
+            .add_tensor(format!("{base}_scale"), vec![c], Data::F32(k));
+        let st = self
+            .g
+            .add_tensor(format!("{base}_shift"), vec![c], Data::F32(s));
+        let scaled = self
+            .g
+            .add_tensor(format!("{base}_scaled"), shape.clone(), Data::Activation);
+        let op = self
+            .g
+            .add_op(OpKind::Mul { act: Act::None }, vec![x, kt], vec![scaled]);
         self.producer.insert(scaled, op);
-        self.emit(node, OpKind::Add { act: Act::None }, vec![scaled, st], shape)
-            .map(drop)
+        self.emit(
+            node,
+            OpKind::Add { act: Act::None },
+            vec![scaled, st],
+            shape,
+        )
+        .map(drop)
     }
 
     fn gemm(&mut self, node: &NodeProto) -> Result<(), Error> {
         let x = self.value(&node.input[0])?;
         let &[n, k] = self.shape(x) else {
-            return Err(Error::Unsupported(format!("Gemm of shape {:?}", self.shape(x))));
+            return Err(Error::Unsupported(format!(
+                "Gemm of shape {:?}",
+                self.shape(x)
+            )));
         };
         if node.attr_int("transA", 0) != 0 {
             return Err(Error::Unsupported("Gemm transA".into()));
@@ -682,9 +779,16 @@ impl Lowering<'_> {
         let &[d0, d1] = &bp.dims[..] else {
             return Err(Error::Onnx(format!("Gemm B of dims {:?}", bp.dims)));
         };
-        let (kk, m) = if trans_b { (d1 as usize, d0 as usize) } else { (d0 as usize, d1 as usize) };
+        let (kk, m) = if trans_b {
+            (d1 as usize, d0 as usize)
+        } else {
+            (d0 as usize, d1 as usize)
+        };
         if kk != k {
-            return Err(Error::Onnx(format!("Gemm of [{n}, {k}] by B of dims {:?}", bp.dims)));
+            return Err(Error::Onnx(format!(
+                "Gemm of [{n}, {k}] by B of dims {:?}",
+                bp.dims
+            )));
         }
         // FULLY_CONNECTED takes [out, in]; alpha scales the weights.
         let mut w = vec![0.0; m * k];
@@ -698,17 +802,29 @@ impl Lowering<'_> {
             Some(c) if !c.is_empty() => {
                 let c = self.init(c)?.f32_values()?;
                 if c.len() != m {
-                    return Err(Error::Unsupported(format!("Gemm C of {} values for {m} outputs", c.len())));
+                    return Err(Error::Unsupported(format!(
+                        "Gemm C of {} values for {m} outputs",
+                        c.len()
+                    )));
                 }
                 c.iter().map(|v| beta * v).collect()
             }
             _ => vec![0.0; m],
         };
         let base = node.output[0].clone();
-        let wt = self.g.add_tensor(format!("{base}_weights"), vec![m, k], Data::F32(w));
-        let bt = self.g.add_tensor(format!("{base}_bias"), vec![m], Data::F32(bias));
-        self.emit(node, OpKind::FullyConnected { act: Act::None }, vec![x, wt, bt], vec![n, m])
-            .map(drop)
+        let wt = self
+            .g
+            .add_tensor(format!("{base}_weights"), vec![m, k], Data::F32(w));
+        let bt = self
+            .g
+            .add_tensor(format!("{base}_bias"), vec![m], Data::F32(bias));
+        self.emit(
+            node,
+            OpKind::FullyConnected { act: Act::None },
+            vec![x, wt, bt],
+            vec![n, m],
+        )
+        .map(drop)
     }
 
     fn max_pool(&mut self, node: &NodeProto) -> Result<(), Error> {
@@ -717,7 +833,9 @@ impl Lowering<'_> {
             return Err(Error::Unsupported("MaxPool of a non-4D tensor".into()));
         };
         if node.attr_int("ceil_mode", 0) != 0 || node.attr_int("storage_order", 0) != 0 {
-            return Err(Error::Unsupported("MaxPool ceil_mode / storage_order".into()));
+            return Err(Error::Unsupported(
+                "MaxPool ceil_mode / storage_order".into(),
+            ));
         }
         if node.output.len() > 1 {
             return Err(Error::Unsupported("MaxPool indices output".into()));
@@ -733,15 +851,34 @@ impl Lowering<'_> {
             Some(p) => self.pad_first(x, p, Some(f32::MIN)),
             None => x,
         };
-        self.emit(node, OpKind::MaxPool { stride, filter, padding }, vec![x], vec![n, oh, ow, c])
-            .map(drop)
+        self.emit(
+            node,
+            OpKind::MaxPool {
+                stride,
+                filter,
+                padding,
+            },
+            vec![x],
+            vec![n, oh, ow, c],
+        )
+        .map(drop)
     }
 }
+
+/// TFLite padding, the pads an explicit `PAD` adds first (`[top, bottom, left, right]`),
+/// and the output size.
+type Resolved = (Padding, Option<[usize; 4]>, [usize; 2]);
 
 /// Numpy broadcasting of two shapes.
 fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let r = a.len().max(b.len());
-    let dim = |s: &[usize], i: usize| if i + s.len() >= r { s[i + s.len() - r] } else { 1 };
+    let dim = |s: &[usize], i: usize| {
+        if i + s.len() >= r {
+            s[i + s.len() - r]
+        } else {
+            1
+        }
+    };
     (0..r)
         .map(|i| match (dim(a, i), dim(b, i)) {
             (x, y) if x == y => Some(x),

@@ -113,7 +113,9 @@ fn calibrate(
         )));
     }
     if batch.iter().any(|v| !v.is_finite()) {
-        return Err(Error::Calibration("the batch holds non-finite values".into()));
+        return Err(Error::Calibration(
+            "the batch holds non-finite values".into(),
+        ));
     }
     let probe = tflite::serialize(&quant::float_model(graph, true));
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -121,9 +123,10 @@ fn calibrate(
     let outputs = compiled.run_nhwc_all(&nchw_to_nhwc(batch, shape))?;
     let mut ranges = vec![None; graph.tensors.len()];
     let min_max = |v: &[f32]| {
-        v.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &x| {
-            (lo.min(x), hi.max(x))
-        })
+        v.iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            })
     };
     ranges[graph.input] = Some(min_max(batch));
     for (name, values) in outputs {

@@ -141,7 +141,7 @@ impl TensorProto {
             )));
         }
         let values: Vec<f32> = if !self.raw_data.is_empty() {
-            if self.raw_data.len() % 4 != 0 {
+            if !self.raw_data.len().is_multiple_of(4) {
                 return Err(Error::Onnx(format!(
                     "initializer {}: raw_data of {} bytes is not a whole number of f32",
                     self.name,
@@ -172,7 +172,12 @@ impl TensorProto {
             usize::try_from(d)
                 .ok()
                 .and_then(|d| n.checked_mul(d))
-                .ok_or_else(|| Error::Onnx(format!("initializer {}: bad dims {:?}", self.name, self.dims)))
+                .ok_or_else(|| {
+                    Error::Onnx(format!(
+                        "initializer {}: bad dims {:?}",
+                        self.name, self.dims
+                    ))
+                })
         })
     }
 }

@@ -95,14 +95,21 @@ fn quantize_value(v: f32, scale: f32, zero: i64) -> i8 {
 }
 
 /// Symmetric per-channel int8 of `w`, channel `c` of element `i` being `channel(i)`.
-fn per_channel(w: &[f32], channels: usize, channel: impl Fn(usize) -> usize) -> (Vec<u8>, Vec<f32>) {
+fn per_channel(
+    w: &[f32],
+    channels: usize,
+    channel: impl Fn(usize) -> usize,
+) -> (Vec<u8>, Vec<f32>) {
     let mut max = vec![0.0f32; channels];
     for (i, v) in w.iter().enumerate() {
         let c = channel(i);
         max[c] = max[c].max(v.abs());
     }
     // An all-zero channel quantizes to zeros at any scale; 1 keeps the requantization finite.
-    let scale: Vec<f32> = max.iter().map(|&m| if m > 0.0 { m / 127.0 } else { 1.0 }).collect();
+    let scale: Vec<f32> = max
+        .iter()
+        .map(|&m| if m > 0.0 { m / 127.0 } else { 1.0 })
+        .collect();
     let q = w
         .iter()
         .enumerate()
@@ -155,8 +162,8 @@ pub fn int8_model(g: &Graph, ranges: &[Option<(f32, f32)>]) -> Result<Model, Err
             }),
         }
     };
-    for i in 0..n {
-        if g.tensors[i].data == Data::Activation {
+    for (i, t) in g.tensors.iter().enumerate() {
+        if t.data == Data::Activation {
             tensors[i] = Some(act_tensor(i, &params));
         }
     }
@@ -179,7 +186,11 @@ pub fn int8_model(g: &Graph, ranges: &[Option<(f32, f32)>]) -> Result<Model, Err
                     OpKind::Depthwise { .. } => per_channel(w, channels, |i| i % channels),
                     _ => per_channel(w, channels, |i| i / per),
                 };
-                let dimension = if matches!(op.kind, OpKind::Depthwise { .. }) { 3 } else { 0 };
+                let dimension = if matches!(op.kind, OpKind::Depthwise { .. }) {
+                    3
+                } else {
+                    0
+                };
                 tensors[wi] = Some(Tensor {
                     name: wt.name.clone(),
                     shape: shape_i32(&wt.shape),
@@ -195,7 +206,8 @@ pub fn int8_model(g: &Graph, ranges: &[Option<(f32, f32)>]) -> Result<Model, Err
                 let Data::F32(b) = &bt.data else {
                     return Err(Error::Unsupported("computed bias".into()));
                 };
-                let sx = in_scale.ok_or_else(|| Error::Unsupported("constant conv input".into()))?;
+                let sx =
+                    in_scale.ok_or_else(|| Error::Unsupported("constant conv input".into()))?;
                 let bscale: Vec<f32> = wscale.iter().map(|s| s * sx).collect();
                 let bq: Vec<i32> = b
                     .iter()
@@ -281,7 +293,10 @@ pub fn int8_model(g: &Graph, ranges: &[Option<(f32, f32)>]) -> Result<Model, Err
             }
         }
     }
-    let mut tensors: Vec<Tensor> = tensors.into_iter().map(|t| t.expect("every tensor typed")).collect();
+    let mut tensors: Vec<Tensor> = tensors
+        .into_iter()
+        .map(|t| t.expect("every tensor typed"))
+        .collect();
     let mut ops = ops_of(g);
 
     // f32 boundary: input → QUANTIZE → (the int8 input tensor) and logits → DEQUANTIZE.

@@ -338,18 +338,35 @@ impl Inner {
         unsafe {
             check(
                 "LiteRtCreateModelFromBuffer",
-                (api.create_model_from_buffer)(rt.env, bytes.ptr.cast(), tflite.len(), &mut g.model),
+                (api.create_model_from_buffer)(
+                    rt.env,
+                    bytes.ptr.cast(),
+                    tflite.len(),
+                    &mut g.model,
+                ),
             )?;
             let mut n_sig = 0usize;
-            check("LiteRtGetNumModelSignatures", (api.get_num_model_signatures)(g.model, &mut n_sig))?;
+            check(
+                "LiteRtGetNumModelSignatures",
+                (api.get_num_model_signatures)(g.model, &mut n_sig),
+            )?;
             if n_sig == 0 {
                 return Err(Error::InvalidModel("the model has no signature".into()));
             }
             let mut sig: Handle = std::ptr::null_mut();
-            check("LiteRtGetModelSignature", (api.get_model_signature)(g.model, 0, &mut sig))?;
+            check(
+                "LiteRtGetModelSignature",
+                (api.get_model_signature)(g.model, 0, &mut sig),
+            )?;
             let (mut n_in, mut n_out) = (0usize, 0usize);
-            check("LiteRtGetNumSignatureInputs", (api.get_num_signature_inputs)(sig, &mut n_in))?;
-            check("LiteRtGetNumSignatureOutputs", (api.get_num_signature_outputs)(sig, &mut n_out))?;
+            check(
+                "LiteRtGetNumSignatureInputs",
+                (api.get_num_signature_inputs)(sig, &mut n_in),
+            )?;
+            check(
+                "LiteRtGetNumSignatureOutputs",
+                (api.get_num_signature_outputs)(sig, &mut n_out),
+            )?;
             if n_in != 1 || n_out == 0 {
                 return Err(Error::InvalidModel(format!(
                     "the model's signature has {n_in} inputs and {n_out} outputs; one image input is expected"
@@ -362,8 +379,8 @@ impl Inner {
                 (api.set_options_hardware_accelerators)(g.options, HW_ACCELERATOR_CPU),
             )?;
             if threads > 0 {
-                let payload = CString::new(format!("num_threads = {threads}\n"))
-                    .expect("no NUL in the TOML");
+                let payload =
+                    CString::new(format!("num_threads = {threads}\n")).expect("no NUL in the TOML");
                 let payload = payload.into_raw();
                 let mut opaque: Handle = std::ptr::null_mut();
                 let status = (api.create_opaque_options)(
@@ -387,37 +404,80 @@ impl Inner {
                 (api.create_compiled_model)(rt.env, g.model, g.options, &mut g.compiled),
             )?;
 
-            let mut make = |tensor: Handle, requirements: Handle, step: &'static str| -> Result<Buffer, Error> {
+            let mut make = |tensor: Handle,
+                            requirements: Handle,
+                            step: &'static str|
+             -> Result<Buffer, Error> {
                 let mut ty = TensorType([0; TENSOR_TYPE_BYTES]);
-                check("LiteRtGetRankedTensorType", (api.get_ranked_tensor_type)(tensor, ty.0.as_mut_ptr().cast()))?;
+                check(
+                    "LiteRtGetRankedTensorType",
+                    (api.get_ranked_tensor_type)(tensor, ty.0.as_mut_ptr().cast()),
+                )?;
                 let mut handle: Handle = std::ptr::null_mut();
-                check(step, (api.create_managed_buffer)(rt.env, ty.0.as_ptr().cast(), requirements, &mut handle))?;
+                check(
+                    step,
+                    (api.create_managed_buffer)(
+                        rt.env,
+                        ty.0.as_ptr().cast(),
+                        requirements,
+                        &mut handle,
+                    ),
+                )?;
                 g.buffers.push(handle);
                 let mut size = 0usize;
-                check("LiteRtGetTensorBufferPackedSize", (api.get_packed_size)(handle, &mut size))?;
-                Ok(Buffer { handle, len: size / 4 })
+                check(
+                    "LiteRtGetTensorBufferPackedSize",
+                    (api.get_packed_size)(handle, &mut size),
+                )?;
+                Ok(Buffer {
+                    handle,
+                    len: size / 4,
+                })
             };
 
             let mut tensor: Handle = std::ptr::null_mut();
-            check("LiteRtGetSignatureInputTensorByIndex", (api.get_signature_input_tensor_by_index)(sig, 0, &mut tensor))?;
+            check(
+                "LiteRtGetSignatureInputTensorByIndex",
+                (api.get_signature_input_tensor_by_index)(sig, 0, &mut tensor),
+            )?;
             let mut req: Handle = std::ptr::null_mut();
-            check("LiteRtGetCompiledModelInputBufferRequirements", (api.get_input_buffer_requirements)(g.compiled, 0, 0, &mut req))?;
-            let input = make(tensor, req, "LiteRtCreateManagedTensorBufferFromRequirements (input)")?;
+            check(
+                "LiteRtGetCompiledModelInputBufferRequirements",
+                (api.get_input_buffer_requirements)(g.compiled, 0, 0, &mut req),
+            )?;
+            let input = make(
+                tensor,
+                req,
+                "LiteRtCreateManagedTensorBufferFromRequirements (input)",
+            )?;
             let mut outputs = Vec::with_capacity(n_out);
             let mut output_names = Vec::with_capacity(n_out);
             for i in 0..n_out {
                 let mut name: *const c_char = std::ptr::null();
-                check("LiteRtGetSignatureOutputName", (api.get_signature_output_name)(sig, i, &mut name))?;
+                check(
+                    "LiteRtGetSignatureOutputName",
+                    (api.get_signature_output_name)(sig, i, &mut name),
+                )?;
                 output_names.push(if name.is_null() {
                     String::new()
                 } else {
                     CStr::from_ptr(name).to_string_lossy().into_owned()
                 });
                 let mut tensor: Handle = std::ptr::null_mut();
-                check("LiteRtGetSignatureOutputTensorByIndex", (api.get_signature_output_tensor_by_index)(sig, i, &mut tensor))?;
+                check(
+                    "LiteRtGetSignatureOutputTensorByIndex",
+                    (api.get_signature_output_tensor_by_index)(sig, i, &mut tensor),
+                )?;
                 let mut req: Handle = std::ptr::null_mut();
-                check("LiteRtGetCompiledModelOutputBufferRequirements", (api.get_output_buffer_requirements)(g.compiled, 0, i, &mut req))?;
-                outputs.push(make(tensor, req, "LiteRtCreateManagedTensorBufferFromRequirements (output)")?);
+                check(
+                    "LiteRtGetCompiledModelOutputBufferRequirements",
+                    (api.get_output_buffer_requirements)(g.compiled, 0, i, &mut req),
+                )?;
+                outputs.push(make(
+                    tensor,
+                    req,
+                    "LiteRtCreateManagedTensorBufferFromRequirements (output)",
+                )?);
             }
 
             let input_shape = input_shape(tflite).ok_or_else(|| {
@@ -450,13 +510,27 @@ impl Inner {
         let mut addr: *mut c_void = std::ptr::null_mut();
         // SAFETY: the buffer is a live host buffer of `b.len` f32; it stays locked while written.
         unsafe {
-            check("LiteRtLockTensorBuffer (input)", (api.lock_tensor_buffer)(b.handle, &mut addr, LOCK_WRITE))?;
+            check(
+                "LiteRtLockTensorBuffer (input)",
+                (api.lock_tensor_buffer)(b.handle, &mut addr, LOCK_WRITE),
+            )?;
             if addr.is_null() {
                 (api.unlock_tensor_buffer)(b.handle);
-                return Err(Error::LiteRt { step: "LiteRtLockTensorBuffer (input): null address", code: -1, status: "null" });
+                return Err(Error::LiteRt {
+                    step: "LiteRtLockTensorBuffer (input): null address",
+                    code: -1,
+                    status: "null",
+                });
             }
-            std::ptr::copy_nonoverlapping(values.as_ptr(), addr.cast::<f32>(), b.len.min(values.len()));
-            check("LiteRtUnlockTensorBuffer (input)", (api.unlock_tensor_buffer)(b.handle))
+            std::ptr::copy_nonoverlapping(
+                values.as_ptr(),
+                addr.cast::<f32>(),
+                b.len.min(values.len()),
+            );
+            check(
+                "LiteRtUnlockTensorBuffer (input)",
+                (api.unlock_tensor_buffer)(b.handle),
+            )
         }
     }
 
@@ -466,13 +540,23 @@ impl Inner {
         let mut out = vec![0.0f32; b.len];
         // SAFETY: as in `write`, reading.
         unsafe {
-            check("LiteRtLockTensorBuffer (output)", (api.lock_tensor_buffer)(b.handle, &mut addr, LOCK_READ))?;
+            check(
+                "LiteRtLockTensorBuffer (output)",
+                (api.lock_tensor_buffer)(b.handle, &mut addr, LOCK_READ),
+            )?;
             if addr.is_null() {
                 (api.unlock_tensor_buffer)(b.handle);
-                return Err(Error::LiteRt { step: "LiteRtLockTensorBuffer (output): null address", code: -1, status: "null" });
+                return Err(Error::LiteRt {
+                    step: "LiteRtLockTensorBuffer (output): null address",
+                    code: -1,
+                    status: "null",
+                });
             }
             std::ptr::copy_nonoverlapping(addr.cast::<f32>(), out.as_mut_ptr(), b.len);
-            check("LiteRtUnlockTensorBuffer (output)", (api.unlock_tensor_buffer)(b.handle))?;
+            check(
+                "LiteRtUnlockTensorBuffer (output)",
+                (api.unlock_tensor_buffer)(b.handle),
+            )?;
         }
         Ok(out)
     }
@@ -489,7 +573,14 @@ impl Inner {
         let mut outs: Vec<Handle> = self.outputs.iter().map(|b| b.handle).collect();
         // SAFETY: live compiled model and buffers created from its requirements.
         check("LiteRtRunCompiledModel", unsafe {
-            (self.rt.api.run_compiled_model)(self.compiled, 0, 1, ins.as_mut_ptr(), outs.len(), outs.as_mut_ptr())
+            (self.rt.api.run_compiled_model)(
+                self.compiled,
+                0,
+                1,
+                ins.as_mut_ptr(),
+                outs.len(),
+                outs.as_mut_ptr(),
+            )
         })
     }
 }
@@ -519,8 +610,13 @@ fn input_shape(buf: &[u8]) -> Option<Vec<usize>> {
         if index >= tensors.len() {
             return None;
         }
-        let shape = tensors.get(index).get::<ForwardsUOffset<Vector<i32>>>(slot(0), None)?;
-        shape.iter().map(|d| usize::try_from(d).ok().filter(|&d| d > 0)).collect()
+        let shape = tensors
+            .get(index)
+            .get::<ForwardsUOffset<Vector<i32>>>(slot(0), None)?;
+        shape
+            .iter()
+            .map(|d| usize::try_from(d).ok().filter(|&d| d > 0))
+            .collect()
     }
 }
 

@@ -110,9 +110,16 @@ fn code_and_version(kind: &OpKind, int8: bool) -> (i32, i32) {
     let v = |f: i32, q: i32| if int8 { q } else { f };
     match kind {
         OpKind::Conv { .. } => (builtin::CONV_2D, v(1, 3)),
-        OpKind::Depthwise { multiplier, .. } => {
-            (builtin::DEPTHWISE_CONV_2D, if int8 { 3 } else if *multiplier > 1 { 2 } else { 1 })
-        }
+        OpKind::Depthwise { multiplier, .. } => (
+            builtin::DEPTHWISE_CONV_2D,
+            if int8 {
+                3
+            } else if *multiplier > 1 {
+                2
+            } else {
+                1
+            },
+        ),
         OpKind::FullyConnected { .. } => (builtin::FULLY_CONNECTED, v(1, 4)),
         OpKind::MaxPool { .. } => (builtin::MAX_POOL_2D, v(1, 2)),
         OpKind::Mean => (builtin::MEAN, v(1, 2)),
@@ -149,7 +156,10 @@ impl Push for Align16 {
 
 /// A byte vector whose first byte is 16-byte aligned (TFLite's converter aligns buffers so;
 /// kernels read weights in place).
-fn aligned_bytes<'a>(fbb: &mut FlatBufferBuilder<'a>, data: &[u8]) -> WIPOffset<flatbuffers::Vector<'a, u8>> {
+fn aligned_bytes<'a>(
+    fbb: &mut FlatBufferBuilder<'a>,
+    data: &[u8],
+) -> WIPOffset<flatbuffers::Vector<'a, u8>> {
     let used = fbb.unfinished_data().len();
     // The length prefix (4 bytes) follows the data; create_vector aligns (used + len) to 4, so
     // padding `used + len` to 16 first leaves that alignment as it is.
@@ -161,7 +171,12 @@ fn aligned_bytes<'a>(fbb: &mut FlatBufferBuilder<'a>, data: &[u8]) -> WIPOffset<
 }
 
 pub fn serialize(m: &Model) -> Vec<u8> {
-    let data_bytes: usize = m.tensors.iter().filter_map(|t| t.data.as_ref()).map(Vec::len).sum();
+    let data_bytes: usize = m
+        .tensors
+        .iter()
+        .filter_map(|t| t.data.as_ref())
+        .map(Vec::len)
+        .sum();
     let mut fbb = FlatBufferBuilder::with_capacity(data_bytes + 64 * m.tensors.len() + 4096);
     fbb.push(Align16);
 
@@ -284,10 +299,14 @@ pub fn serialize(m: &Model) -> Vec<u8> {
     fbb.finished_data().to_vec()
 }
 
-type Tables<'a> = flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<flatbuffers::TableFinishedWIPOffset>>;
+type Tables<'a> =
+    flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<flatbuffers::TableFinishedWIPOffset>>;
 
 /// Signature `TensorMap`s.
-fn tensor_maps<'a>(fbb: &mut FlatBufferBuilder<'a>, list: &[(String, usize)]) -> WIPOffset<Tables<'a>> {
+fn tensor_maps<'a>(
+    fbb: &mut FlatBufferBuilder<'a>,
+    list: &[(String, usize)],
+) -> WIPOffset<Tables<'a>> {
     let items: Vec<_> = list
         .iter()
         .map(|(name, t)| {
@@ -310,7 +329,11 @@ fn builtin_options(
         (ty, Some(fbb.end_table(t)))
     };
     match kind {
-        OpKind::Conv { stride, padding, act } => {
+        OpKind::Conv {
+            stride,
+            padding,
+            act,
+        } => {
             let t = fbb.start_table();
             fbb.push_slot_always(slot(0), padding_code(*padding));
             fbb.push_slot_always(slot(1), stride[1] as i32);
@@ -320,7 +343,12 @@ fn builtin_options(
             fbb.push_slot_always(slot(5), 1i32);
             (options::CONV_2D, Some(fbb.end_table(t)))
         }
-        OpKind::Depthwise { stride, padding, multiplier, act } => {
+        OpKind::Depthwise {
+            stride,
+            padding,
+            multiplier,
+            act,
+        } => {
             let t = fbb.start_table();
             fbb.push_slot_always(slot(0), padding_code(*padding));
             fbb.push_slot_always(slot(1), stride[1] as i32);
@@ -337,7 +365,11 @@ fn builtin_options(
             fbb.push_slot_always(slot(2), false);
             (options::FULLY_CONNECTED, Some(fbb.end_table(t)))
         }
-        OpKind::MaxPool { stride, filter, padding } => {
+        OpKind::MaxPool {
+            stride,
+            filter,
+            padding,
+        } => {
             let t = fbb.start_table();
             fbb.push_slot_always(slot(0), padding_code(*padding));
             fbb.push_slot_always(slot(1), stride[1] as i32);

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use greenpipe_litert::onnx::{
-    AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-    TensorProto, TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,
+    AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,
 };
 use greenpipe_litert::LiteRt;
 
@@ -199,7 +199,17 @@ impl T {
 }
 
 /// Conv with symmetric `pad`, weights OIHW.
-pub fn conv(x: &T, w: &[f32], b: &[f32], o: usize, k: usize, stride: usize, pad: usize, group: usize) -> T {
+#[allow(clippy::too_many_arguments)]
+pub fn conv(
+    x: &T,
+    w: &[f32],
+    b: &[f32],
+    o: usize,
+    k: usize,
+    stride: usize,
+    pad: usize,
+    group: usize,
+) -> T {
     let [n, c, h, wd] = x.shape[..] else { panic!() };
     let ipg = c / group;
     let opg = o / group;
@@ -221,7 +231,8 @@ pub fn conv(x: &T, w: &[f32], b: &[f32], o: usize, k: usize, stride: usize, pad:
                                 if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
                                     continue;
                                 }
-                                let xv = x.data[((bn * c + cin) * h + iy as usize) * wd + ix as usize];
+                                let xv =
+                                    x.data[((bn * c + cin) * h + iy as usize) * wd + ix as usize];
                                 let wv = w[((oc * ipg + ic) * k + ky) * k + kx];
                                 acc += (xv * wv) as f64;
                             }
@@ -253,7 +264,10 @@ pub fn sigmoid(x: &T) -> T {
 
 pub fn add(a: &T, b: &T) -> T {
     assert_eq!(a.shape, b.shape);
-    T::new(&a.shape, a.data.iter().zip(&b.data).map(|(x, y)| x + y).collect())
+    T::new(
+        &a.shape,
+        a.data.iter().zip(&b.data).map(|(x, y)| x + y).collect(),
+    )
 }
 
 /// `[N, C, H, W] · [N, C, 1, 1]`.
@@ -334,7 +348,13 @@ pub fn gemm(x: &T, w: &[f32], b: &[f32], m: usize) -> T {
 pub fn argmax(v: &[f32]) -> usize {
     v.iter()
         .enumerate()
-        .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &x)| if x > bv { (i, x) } else { (bi, bv) })
+        .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &x)| {
+            if x > bv {
+                (i, x)
+            } else {
+                (bi, bv)
+            }
+        })
         .0
 }
 
