@@ -190,8 +190,8 @@ impl LiteRt {
         })
     }
 
-    /// Compiles a `.tflite` model for the CPU (XNNPACK) with `threads` threads (0: LiteRT's
-    /// default).
+    /// Compiles a `.tflite` model for the CPU accelerator (XNNPACK) with `threads` threads.
+    /// 0 leaves the count to LiteRT, which in 2.3 means one thread (no pool).
     pub fn compile(&self, tflite: &[u8], threads: usize) -> Result<CompiledModel, Error> {
         let inner = Inner::new(self.rt.clone(), tflite, threads)?;
         Ok(CompiledModel {
@@ -643,9 +643,15 @@ impl CompiledModel {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Number of f32 values the (NHWC) input takes.
+    /// Number of f32 values the input takes.
     pub fn input_len(&self) -> usize {
         self.lock().input.len
+    }
+
+    /// The model's input shape as the model declares it (`[N, H, W, C]` for the converted
+    /// image classifiers; [`CompiledModel::run`] takes the NCHW batch of the same size).
+    pub fn input_shape(&self) -> Vec<usize> {
+        self.lock().input_shape.clone()
     }
 
     /// Runs the image classifier on an NCHW batch (transposed here to the model's NHWC input);
