@@ -300,6 +300,12 @@ impl Lowering<'_> {
                 node.domain
             )));
         }
+        // Every lowered operator reads a value and writes one; the code below relies on both.
+        if node.input.first().is_none_or(String::is_empty)
+            || node.output.first().is_none_or(String::is_empty)
+        {
+            return Err(Error::Onnx("node without a first input or output".into()));
+        }
         let input = |i: usize| -> Result<&str, Error> {
             node.input
                 .get(i)

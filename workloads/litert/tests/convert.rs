@@ -285,6 +285,25 @@ fn missing_library_is_one_line_error() {
 }
 
 #[test]
+fn malformed_graphs_are_errors() {
+    let rt = litert();
+    // A Conv without inputs, one reading a value nothing computes, one whose weights are absent.
+    for inputs in [&[][..], &["nowhere"][..], &["input", "missing_w"][..]] {
+        let mut g = Onnx::new();
+        let y = g.node("Conv", inputs, vec![]);
+        let onnx = g.finish(&[1, 3, 4, 4], &y, 48);
+        let e = convert(&onnx, Precision::F32, None, &rt).unwrap_err();
+        eprintln!("{inputs:?}: {e}");
+    }
+    // Weights whose raw data disagrees with their dims.
+    let mut g = Onnx::new();
+    let w = g.constant(&[4, 3, 3, 3], &[0.5; 10]);
+    let y = g.node("Conv", &["input", &w], vec![]);
+    let onnx = g.finish(&[1, 3, 4, 4], &y, 16);
+    assert!(convert(&onnx, Precision::F32, None, &rt).is_err());
+}
+
+#[test]
 fn unsupported_ops_are_errors() {
     let rt = litert();
     let mut g = Onnx::new();
@@ -292,4 +311,31 @@ fn unsupported_ops_are_errors() {
     let onnx = g.finish(&[1, 3, 4, 4], &y, 48);
     let e = convert(&onnx, Precision::F32, None, &rt).unwrap_err();
     assert!(e.to_string().contains("Softmax"), "{e}");
+}
+
+/// Corrupted ONNX bytes give errors or working models, never a panic.
+#[test]
+fn corrupted_onnx_never_panics() {
+    let rt = litert();
+    let onnx = Net::new(5).onnx();
+    let mut rng = Rng::new(77);
+    let (mut converted, mut ran) = (0, 0);
+    for _ in 0..300 {
+        let mut bytes = onnx.clone();
+        for _ in 0..3 {
+            let i = ((rng.unit() + 1.0) * 0.5 * bytes.len() as f32) as usize % bytes.len();
+            bytes[i] ^= 1 << (((rng.unit() + 1.0) * 4.0) as u32 % 8);
+        }
+        let Ok(tflite) = convert(&bytes, Precision::F32, None, &rt) else {
+            continue;
+        };
+        converted += 1;
+        if let Ok(model) = rt.compile(&tflite, 1) {
+            let input = vec![0.5; model.input_len()];
+            if model.run(&input).is_ok() {
+                ran += 1;
+            }
+        }
+    }
+    eprintln!("{converted} of 300 corrupted graphs converted, {ran} ran");
 }
