@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole GreenPipe pipeline on one machine, no meter and no cluster needed:
-#   setup (apt packages) -> release build -> private Prometheus (loopback, own data directory,
+#   setup (apt packages) -> build -> private Prometheus (loopback, own data directory,
 #   1 s scrape, remote-write receiver, the rules of deploy/prometheus) -> exporter -> estimator
 #   with the bundled uncalibrated profile for this board -> a short demo load in pod-shaped cgroups
 #   (stress-ng, local DNN inference, a gRPC inference server and its client) -> a live view of
@@ -47,16 +47,22 @@ cd "$root"
 scripts/setup.sh
 export GREENPIPE_ONNXRUNTIME_LIB="${GREENPIPE_ONNXRUNTIME_LIB:-$root/.venv/engines/libonnxruntime.so}"
 export GREENPIPE_LITERT_LIB="${GREENPIPE_LITERT_LIB:-$root/.venv/engines/libLiteRt.so}"
+# The quickstart profile (Cargo.toml) builds for a short first run, not for speed: opt-level 1,
+# no LTO, tract unoptimised (the demo's inference runs on ONNX Runtime). The exporter and the
+# estimator build first and the pipeline starts; the workload builds while the live view
+# already shows predictions.
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
 if ((build)); then
-  echo "quickstart: building (profile quickstart: release without LTO)"
-  cargo build --profile quickstart --locked --bin greenpipe-exporter --bin greenpipe-estimator \
-    --bin greenpipe-workload
-  bin_dir="$root/target/quickstart"
+  echo "quickstart: building the exporter and the estimator (profile quickstart)"
+  cargo build --profile quickstart --locked --bin greenpipe-exporter --bin greenpipe-estimator
+  bin_dir="$target_dir/quickstart"
 fi
-bin_dir="${bin_dir:-$root/target/quickstart}"
-for b in greenpipe-exporter greenpipe-estimator greenpipe-workload; do
+bin_dir="${bin_dir:-$target_dir/quickstart}"
+for b in greenpipe-exporter greenpipe-estimator; do
   [[ -x $bin_dir/$b ]] || die "$bin_dir/$b not found (build it, or drop --no-build)"
 done
+((build)) || [[ -x $bin_dir/greenpipe-workload ]] ||
+  die "$bin_dir/greenpipe-workload not found (build it, or drop --no-build)"
 
 keep_run_dir=1
 if [[ -z $run_dir ]]; then
@@ -226,6 +232,17 @@ demo_pod() {
     start "load-$name" "$@"
   fi
 }
+# --- the workload, built while the pipeline predicts -----------------------------------------
+if ((build && load_seconds > 0)); then
+  # Until it is built, the live view shows the node and the host's processes.
+  "$bin_dir/greenpipe-estimator" view --prometheus-url "$prom" --idle-split processes &
+  early_view=$! # not a process group of its own: on Ctrl-C the marker sweep of cleanup stops it
+  cargo build --profile quickstart --locked --bin greenpipe-workload >"$run_dir/build-workload.log" 2>&1 ||
+    { kill "$early_view" 2>/dev/null; cat "$run_dir/build-workload.log" >&2; die "building greenpipe-workload failed"; }
+  kill "$early_view" 2>/dev/null || true
+  wait "$early_view" 2>/dev/null || true
+fi
+
 if ((load_seconds > 0)); then
   stress=(stress-ng --timeout "${load_seconds}s" --temp-path "$run_dir")
   demo_pod 1 cpu-burner "${stress[@]}" --cpu 1 --cpu-load 50

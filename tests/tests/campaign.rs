@@ -207,6 +207,18 @@ fn ci_plan_end_to_end_with_the_closed_loop_meter() {
         "{report}"
     );
     assert!(report.contains("% MAPE"), "{report}");
+    // The exporter's own power, from its CPU time, as a share of node power: above zero (it
+    // ran) and far below the node's (the 2 % budget is stated on real boards, not asserted on a
+    // shared test machine).
+    let overhead = report
+        .lines()
+        .find(|l| l.starts_with("| predicted |") && report.contains("## Monitoring overhead"))
+        .unwrap_or_else(|| panic!("no monitoring-overhead row:\n{report}"));
+    let share: f64 = overhead.split('|').nth(5).unwrap().trim().parse().unwrap();
+    assert!(
+        share > 0.0 && share < 50.0,
+        "exporter share {share} %: {overhead}"
+    );
     for plot in ["energy_vs_latency.png", "error_by_threads.png"] {
         let bytes = std::fs::read(out.join(plot)).unwrap_or_default();
         assert!(bytes.starts_with(b"\x89PNG"), "{plot} is not a PNG");

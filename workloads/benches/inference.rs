@@ -145,7 +145,7 @@ async fn served(engine: Arc<Engine>, input: &[f32], seconds: f64) -> Stats {
         tonic::transport::Server::builder()
             .add_service(GrpcInferenceServiceServer::new(service))
             .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                greenpipe_workload::oip::server::incoming(listener),
                 async {
                     let _ = rx.await;
                 },

@@ -229,7 +229,7 @@ async fn serve(ctx: &Context_, args: ServeArgs) -> anyhow::Result<()> {
                 .max_decoding_message_size(64 << 20)
                 .max_encoding_message_size(64 << 20),
         )
-        .serve_with_incoming_shutdown(tokio_stream_of(listener), shutdown)
+        .serve_with_incoming_shutdown(oip::server::incoming(listener), shutdown)
         .await
         .context("gRPC server")?;
     let end = unix_now();
@@ -250,12 +250,6 @@ async fn serve(ctx: &Context_, args: ServeArgs) -> anyhow::Result<()> {
         inferences: count,
         operations: 0,
     })
-}
-
-fn tokio_stream_of(
-    listener: tokio::net::TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    tokio_stream::wrappers::TcpListenerStream::new(listener)
 }
 
 async fn client(ctx: &Context_, args: ClientArgs) -> anyhow::Result<()> {

@@ -11,8 +11,11 @@
 //!   onnxruntime's quantizer emits: `QuantizeLinear` → `QLinearConv` / `QLinearMatMul` (int8
 //!   weights, per-tensor symmetric; uint8 activations, asymmetric; int32 bias) →
 //!   `DequantizeLinear`. Activation ranges come from a calibration run of the f32 graph on the
-//!   image set ([`Calibration`]); element-wise ops (activations, residual adds, SE gates) stay
-//!   f32 between quantized layers.
+//!   image set ([`Calibration`]). As onnxruntime's quantizer does, a ReLU or ReLU6 right after
+//!   a quantized layer is folded into that layer's output quantization (its post-activation
+//!   range, zero point 0: the uint8 saturation is the activation), and a quantized layer feeds
+//!   the next one in uint8 directly; other element-wise ops (residual adds, swish, SE gates)
+//!   stay f32, with a `DequantizeLinear` emitted only for a value a float op reads.
 //!
 //! Weights are drawn from a ChaCha8 stream seeded by the caller, in the same order for every
 //! precision, so f32, f16 and int8 models of one seed share their weights. Scales follow He
@@ -36,8 +39,36 @@ const OPSET: i64 = 13;
 /// A tensor of the graph being built: its ONNX value name and channel count.
 #[derive(Debug, Clone)]
 pub struct Value {
+    /// The f32 tensor; empty for a quantized layer's output no float op has read yet
+    /// ([`GraphBuilder::float`] dequantizes it on first use).
     pub name: String,
     pub channels: usize,
+    /// Int8 mode: the uint8 tensor a quantized layer produced.
+    quant: Option<Quantized>,
+    /// The layer (convolution) whose output this is: an activation reading it may fold into it.
+    layer: Option<usize>,
+}
+
+impl Value {
+    fn float(name: String, channels: usize) -> Value {
+        Value {
+            name,
+            channels,
+            quant: None,
+            layer: None,
+        }
+    }
+}
+
+/// A quantized layer's uint8 output and its quantization parameters.
+#[derive(Debug, Clone)]
+struct Quantized {
+    name: String,
+    scale: String,
+    zero: String,
+    scale_value: f32,
+    /// Index of the producing `QLinearConv` in the builder's nodes.
+    node: usize,
 }
 
 /// How a convolution's weights are scaled.
@@ -52,10 +83,37 @@ pub enum Init {
 /// Observed (min, max) of a tensor.
 pub type Range = (f32, f32);
 
-/// Observed ranges of every quantized layer's input and output, by layer index.
+/// Observed ranges of every quantized layer's input and output, and of the ReLU / ReLU6 output
+/// that directly follows a layer, by layer index.
 #[derive(Debug, Clone, Default)]
 pub struct Calibration {
     pub ranges: HashMap<usize, (Range, Range)>,
+    pub activations: HashMap<usize, Range>,
+}
+
+/// What a probe graph exposes: graph outputs `1 + 2i` and `2 + 2i` are the input and output of
+/// layer `layers[i]`, then output `1 + 2 * layers.len() + j` is the output of the activation
+/// that follows layer `activations[j]`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Probes {
+    pub layers: Vec<usize>,
+    pub activations: Vec<usize>,
+}
+
+impl Calibration {
+    /// From the (min, max) of a probe graph's outputs after the logits, in output order.
+    pub fn from_ranges(probes: &Probes, ranges: &[Range]) -> Calibration {
+        let mut cal = Calibration::default();
+        for (i, layer) in probes.layers.iter().enumerate() {
+            cal.ranges
+                .insert(*layer, (ranges[2 * i], ranges[2 * i + 1]));
+        }
+        let base = 2 * probes.layers.len();
+        for (j, layer) in probes.activations.iter().enumerate() {
+            cal.activations.insert(*layer, ranges[base + j]);
+        }
+        cal
+    }
 }
 
 /// What the builder emits.
@@ -80,6 +138,10 @@ pub struct GraphBuilder {
     next_layer: usize,
     /// Probe mode: (layer index, input name, output name).
     probes: Vec<(usize, String, String)>,
+    /// Probe mode: (layer index, output name of the activation after it).
+    activation_probes: Vec<(usize, String)>,
+    /// Int8 mode: the float tensor dequantized from each uint8 tensor, once.
+    dequantized: HashMap<String, String>,
 }
 
 impl GraphBuilder {
@@ -93,13 +155,34 @@ impl GraphBuilder {
             next_name: 0,
             next_layer: 0,
             probes: Vec::new(),
+            activation_probes: Vec::new(),
+            dequantized: HashMap::new(),
         }
     }
 
-    /// The probes of a [`Mode::Probe`] graph: graph outputs `1 + 2i` and `2 + 2i` are the
-    /// input and output of layer `probes()[i]`.
-    pub fn probes(&self) -> Vec<usize> {
-        self.probes.iter().map(|p| p.0).collect()
+    /// The probes of a [`Mode::Probe`] graph.
+    pub fn probes(&self) -> Probes {
+        Probes {
+            layers: self.probes.iter().map(|p| p.0).collect(),
+            activations: self.activation_probes.iter().map(|p| p.0).collect(),
+        }
+    }
+
+    /// The f32 tensor of `v`, dequantizing a quantized layer's output on first use.
+    pub fn float(&mut self, v: &Value) -> String {
+        if !v.name.is_empty() {
+            return v.name.clone();
+        }
+        let q = v
+            .quant
+            .as_ref()
+            .expect("a value without a float tensor is a quantized layer's output");
+        if let Some(f) = self.dequantized.get(&q.name) {
+            return f.clone();
+        }
+        let f = self.node("DequantizeLinear", &[&q.name, &q.scale, &q.zero], vec![]);
+        self.dequantized.insert(q.name.clone(), f.clone());
+        f
     }
 
     fn fresh(&mut self, what: &str) -> String {
@@ -175,29 +258,52 @@ impl GraphBuilder {
         ];
         let layer = self.next_layer;
         self.next_layer += 1;
-        let name = match self.mode.clone() {
+        match self.mode.clone() {
             Mode::Float | Mode::Probe => {
                 let w = self.constant_f32("w", &dims, &weights);
                 let b = self.constant_f32("b", &[out_channels as i64], &bias);
                 let y = self.node("Conv", &[&x.name, &w, &b], attrs);
                 self.probe(layer, &x.name, &y);
-                y
+                Value {
+                    layer: Some(layer),
+                    ..Value::float(y, out_channels)
+                }
             }
             Mode::Int8(cal) => {
                 let (in_range, out_range) = cal.ranges[&layer];
-                let (xq, sx, zx, x_scale) = self.quantize(&x.name, in_range);
+                // A quantized layer's output feeds this one in uint8, without a round trip
+                // through f32.
+                let (xq, sx, zx, x_scale) = match &x.quant {
+                    Some(q) => (
+                        q.name.clone(),
+                        q.scale.clone(),
+                        q.zero.clone(),
+                        q.scale_value,
+                    ),
+                    None => {
+                        let xf = self.float(x);
+                        self.quantize(&xf, in_range)
+                    }
+                };
                 let (wq, sw, zw, w_scale) = self.weights_i8(&dims, &weights);
                 let bq = self.bias_i32(&bias, x_scale * w_scale);
+                let (y_scale, _) = u8_params(out_range.0, out_range.1);
                 let (sy, zy) = self.qparams(out_range);
-                let mut inputs = vec![xq.as_str(), &sx, &zx, &wq, &sw, &zw, &sy, &zy];
-                inputs.push(&bq);
+                let inputs = [xq.as_str(), &sx, &zx, &wq, &sw, &zw, &sy, &zy, &bq];
                 let yq = self.node("QLinearConv", &inputs, attrs);
-                self.node("DequantizeLinear", &[&yq, &sy, &zy], vec![])
+                Value {
+                    name: String::new(),
+                    channels: out_channels,
+                    quant: Some(Quantized {
+                        name: yq,
+                        scale: sy,
+                        zero: zy,
+                        scale_value: y_scale,
+                        node: self.nodes.len() - 1,
+                    }),
+                    layer: Some(layer),
+                }
             }
-        };
-        Value {
-            name,
-            channels: out_channels,
         }
     }
 
@@ -219,7 +325,8 @@ impl GraphBuilder {
             }
             Mode::Int8(cal) => {
                 let (in_range, out_range) = cal.ranges[&layer];
-                let (xq, sx, zx, _) = self.quantize(&x.name, in_range);
+                let xf = self.float(x);
+                let (xq, sx, zx, _) = self.quantize(&xf, in_range);
                 let (wq, sw, zw, _) =
                     self.weights_i8(&[fan_in as i64, out_features as i64], &weights);
                 let (sy, zy) = self.qparams(out_range);
@@ -233,10 +340,7 @@ impl GraphBuilder {
                 self.node("Add", &[&y, &b], vec![])
             }
         };
-        Value {
-            name,
-            channels: out_features,
-        }
+        Value::float(name, out_features)
     }
 
     fn probe(&mut self, layer: usize, input: &str, output: &str) {
@@ -286,20 +390,75 @@ impl GraphBuilder {
     }
 
     pub fn relu(&mut self, x: &Value) -> Value {
-        let name = self.node("Relu", &[&x.name], vec![]);
-        Value { name, ..x.clone() }
+        if let Some(folded) = self.fold_activation(x) {
+            return folded;
+        }
+        let xf = self.float(x);
+        let name = self.node("Relu", &[&xf], vec![]);
+        self.probe_activation(x, &name);
+        Value::float(name, x.channels)
     }
 
     pub fn relu6(&mut self, x: &Value) -> Value {
+        if let Some(folded) = self.fold_activation(x) {
+            return folded;
+        }
+        let xf = self.float(x);
         let lo = self.constant_f32("min", &[], &[0.0]);
         let hi = self.constant_f32("max", &[], &[6.0]);
-        let name = self.node("Clip", &[&x.name, &lo, &hi], vec![]);
-        Value { name, ..x.clone() }
+        let name = self.node("Clip", &[&xf, &lo, &hi], vec![]);
+        self.probe_activation(x, &name);
+        Value::float(name, x.channels)
+    }
+
+    /// Probe mode: records the output of an activation that directly follows a layer.
+    fn probe_activation(&mut self, x: &Value, output: &str) {
+        if let (Mode::Probe, Some(layer)) = (&self.mode, x.layer) {
+            // Through an Identity: the activation's output is usually the next layer's probed
+            // input too, and a graph output may not be declared twice.
+            let probe = self.node("Identity", &[output], vec![]);
+            self.activation_probes.push((layer, probe));
+        }
+    }
+
+    /// Int8 mode: a ReLU or ReLU6 on a quantized layer's output no float op has read becomes
+    /// that layer's output quantization: the post-activation range, whose zero point is 0, so
+    /// uint8 saturation clamps below 0 and above the range (at most 6 after ReLU6).
+    fn fold_activation(&mut self, x: &Value) -> Option<Value> {
+        let Mode::Int8(cal) = &self.mode else {
+            return None;
+        };
+        let q = x.quant.as_ref()?;
+        if self.dequantized.contains_key(&q.name) {
+            return None;
+        }
+        let (lo, hi) = *cal.activations.get(&x.layer?)?;
+        let (scale, _) = u8_params(lo, hi);
+        let (s, z) = self.qparams((lo, hi));
+        // QLinearConv's inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+        // y_zero_point, bias. The bias is in x_scale × w_scale, independent of y's.
+        let node = &mut self.nodes[q.node];
+        let old = [node.input[6].clone(), node.input[7].clone()];
+        node.input[6] = s.clone();
+        node.input[7] = z.clone();
+        self.initializers.retain(|t| !old.contains(&t.name));
+        Some(Value {
+            name: String::new(),
+            channels: x.channels,
+            quant: Some(Quantized {
+                scale: s,
+                zero: z,
+                scale_value: scale,
+                ..q.clone()
+            }),
+            layer: None,
+        })
     }
 
     pub fn sigmoid(&mut self, x: &Value) -> Value {
-        let name = self.node("Sigmoid", &[&x.name], vec![]);
-        Value { name, ..x.clone() }
+        let xf = self.float(x);
+        let name = self.node("Sigmoid", &[&xf], vec![]);
+        Value::float(name, x.channels)
     }
 
     /// Swish / SiLU, `x * sigmoid(x)`.
@@ -310,13 +469,15 @@ impl GraphBuilder {
 
     /// Element-wise product; `b` may be `[N, C, 1, 1]` (squeeze-and-excitation gate).
     pub fn mul(&mut self, a: &Value, b: &Value) -> Value {
-        let name = self.node("Mul", &[&a.name, &b.name], vec![]);
-        Value { name, ..a.clone() }
+        let (af, bf) = (self.float(a), self.float(b));
+        let name = self.node("Mul", &[&af, &bf], vec![]);
+        Value::float(name, a.channels)
     }
 
     pub fn add(&mut self, a: &Value, b: &Value) -> Value {
-        let name = self.node("Add", &[&a.name, &b.name], vec![]);
-        Value { name, ..a.clone() }
+        let (af, bf) = (self.float(a), self.float(b));
+        let name = self.node("Add", &[&af, &bf], vec![]);
+        Value::float(name, a.channels)
     }
 
     /// Inference-mode BatchNormalization with random affine parameters around identity
@@ -332,8 +493,9 @@ impl GraphBuilder {
         let m = self.constant_f32("mean", &[c as i64], &mean);
         let v = self.constant_f32("var", &[c as i64], &var);
         let attrs = vec![float("epsilon", 1e-5)];
-        let name = self.node("BatchNormalization", &[&x.name, &g, &b, &m, &v], attrs);
-        Value { name, ..x.clone() }
+        let xf = self.float(x);
+        let name = self.node("BatchNormalization", &[&xf, &g, &b, &m, &v], attrs);
+        Value::float(name, c)
     }
 
     pub fn max_pool(&mut self, x: &Value, kernel: usize, stride: usize) -> Value {
@@ -343,27 +505,32 @@ impl GraphBuilder {
             ints("strides", &[stride as i64, stride as i64]),
             ints("pads", &[pad, pad, pad, pad]),
         ];
-        let name = self.node("MaxPool", &[&x.name], attrs);
-        Value { name, ..x.clone() }
+        let xf = self.float(x);
+        let name = self.node("MaxPool", &[&xf], attrs);
+        Value::float(name, x.channels)
     }
 
     /// `[N, C, H, W]` → `[N, C, 1, 1]`.
     pub fn global_avg_pool(&mut self, x: &Value) -> Value {
-        let name = self.node("GlobalAveragePool", &[&x.name], vec![]);
-        Value { name, ..x.clone() }
+        let xf = self.float(x);
+        let name = self.node("GlobalAveragePool", &[&xf], vec![]);
+        Value::float(name, x.channels)
     }
 
     /// `[N, C, 1, 1]` → `[N, C]`.
     pub fn flatten(&mut self, x: &Value) -> Value {
-        let name = self.node("Flatten", &[&x.name], vec![int("axis", 1)]);
-        Value { name, ..x.clone() }
+        let xf = self.float(x);
+        let name = self.node("Flatten", &[&xf], vec![int("axis", 1)]);
+        Value::float(name, x.channels)
     }
 
     /// Finishes the graph: input `input` `[batch, 3, size, size]` f32, first output `logits`,
-    /// then (probe mode) every probe's input and output.
+    /// then (probe mode) every probed layer's input and output, then every probed activation's
+    /// output ([`Probes`]).
     pub fn finish(mut self, name: &str, logits: &Value, batch: usize, size: usize) -> ModelProto {
+        let logits_f = self.float(logits);
         self.nodes.push(NodeProto {
-            input: vec![logits.name.clone()],
+            input: vec![logits_f],
             output: vec!["logits".to_string()],
             name: "logits".to_string(),
             op_type: "Identity".to_string(),
@@ -379,6 +546,9 @@ impl GraphBuilder {
             // an output without a shape would erase the input's fact.
             let shape = (input == "input").then_some(&input_shape[..]);
             self.outputs.push(value_info(&input, shape));
+            self.outputs.push(value_info(&output, None));
+        }
+        for (_, output) in std::mem::take(&mut self.activation_probes) {
             self.outputs.push(value_info(&output, None));
         }
         let graph = GraphProto {
@@ -403,10 +573,7 @@ impl GraphBuilder {
 
     /// The graph's input as a [`Value`].
     pub fn input(&self) -> Value {
-        Value {
-            name: "input".into(),
-            channels: 3,
-        }
+        Value::float("input".into(), 3)
     }
 }
 

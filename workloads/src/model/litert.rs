@@ -1,25 +1,84 @@
-//! The LiteRT engine (wired once greenpipe-litert lands).
+//! The LiteRT engine: the same generated graph, written as a `.tflite` FlatBuffer by
+//! `greenpipe-litert` (NHWC, explicit padding where TFLite's SAME would pad differently;
+//! int8 with per-channel weights and activations calibrated on the same image batch) and run
+//! on LiteRT's default CPU path, XNNPACK.
 
+use std::sync::OnceLock;
+
+use greenpipe_litert::{CompiledModel, LiteRt};
+use prost::Message;
+
+use super::graph::Mode;
 use super::libraries::Libraries;
-use super::{EngineKind, ModelError, ModelSpec};
+use super::{proto_for, EngineKind, ModelError, ModelSpec, Precision};
 
-#[derive(Debug)]
-pub struct LiteRtNetwork;
+/// A compiled network.
+pub struct LiteRtNetwork {
+    model: CompiledModel,
+}
+
+impl std::fmt::Debug for LiteRtNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiteRtNetwork").finish_non_exhaustive()
+    }
+}
+
+fn failed(step: &'static str) -> impl FnOnce(greenpipe_litert::Error) -> ModelError {
+    move |e| ModelError::Runtime {
+        engine: EngineKind::LiteRt,
+        step,
+        source: Box::new(e),
+    }
+}
+
+/// The process's one LiteRT library and environment, on the library found first.
+fn runtime(libraries: &Libraries) -> Result<&'static LiteRt, ModelError> {
+    static RUNTIME: OnceLock<Result<LiteRt, String>> = OnceLock::new();
+    let path = libraries.path_for(EngineKind::LiteRt)?;
+    RUNTIME
+        .get_or_init(|| LiteRt::open(&path).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|reason| ModelError::Library {
+            engine: EngineKind::LiteRt,
+            path: path.clone(),
+            reason: reason.clone(),
+        })
+}
 
 impl LiteRtNetwork {
+    /// Converts `spec`'s f32 graph (int8: quantized against `calibration`) and compiles it.
     pub fn build(
-        _spec: &ModelSpec,
-        _calibration: &[f32],
+        spec: &ModelSpec,
+        calibration: &[f32],
         libraries: &Libraries,
     ) -> Result<LiteRtNetwork, ModelError> {
-        Err(ModelError::Library {
-            engine: EngineKind::LiteRt,
-            path: libraries.path_for(EngineKind::LiteRt)?,
-            reason: "not wired yet".into(),
-        })
+        let runtime = runtime(libraries)?;
+        let precision = match spec.precision {
+            Precision::F32 => greenpipe_litert::Precision::F32,
+            Precision::Int8 => greenpipe_litert::Precision::Int8,
+            Precision::F16 => {
+                return Err(ModelError::Unsupported {
+                    engine: EngineKind::LiteRt,
+                    precision: spec.precision,
+                })
+            }
+        };
+        let (proto, _) = proto_for(spec, Mode::Float);
+        let tflite = greenpipe_litert::convert(
+            &proto.encode_to_vec(),
+            precision,
+            Some(calibration),
+            runtime,
+        )
+        .map_err(failed("writing the .tflite model"))?;
+        let model = runtime
+            .compile(&tflite, spec.threads)
+            .map_err(failed("compiling the model"))?;
+        Ok(LiteRtNetwork { model })
     }
 
-    pub fn infer(&self, _input: &[f32]) -> Result<Vec<f32>, ModelError> {
-        unreachable!()
+    /// Runs one NCHW batch; returns the logits.
+    pub fn infer(&self, input: &[f32]) -> Result<Vec<f32>, ModelError> {
+        self.model.run(input).map_err(failed("running the model"))
     }
 }

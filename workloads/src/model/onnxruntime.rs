@@ -11,7 +11,7 @@ use prost::Message;
 
 use super::graph::{Calibration, Mode};
 use super::libraries::Libraries;
-use super::{proto_for, EngineKind, ModelError, ModelSpec};
+use super::{min_max, proto_for, EngineKind, ModelError, ModelSpec};
 
 /// A session of one network. ORT's `run` takes the session mutably, so concurrent callers
 /// (a server with several `--instances`) take turns; ORT parallelises inside one run with
@@ -123,19 +123,15 @@ pub fn calibrate(
     let outputs = session
         .run(ort::inputs!["input" => tensor])
         .map_err(failed("running the calibration graph"))?;
-    let range = |i: usize| -> Result<(f32, f32), ModelError> {
-        let (_, v) = outputs[names[i].as_str()]
-            .try_extract_tensor::<f32>()
-            .map_err(failed("reading a calibration range"))?;
-        Ok(v.iter()
-            .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| {
-                (lo.min(*x), hi.max(*x))
-            }))
-    };
-    let mut cal = Calibration::default();
-    for (i, layer) in probes.iter().enumerate() {
-        cal.ranges
-            .insert(*layer, (range(1 + 2 * i)?, range(2 + 2 * i)?));
-    }
+    let ranges = names[1..]
+        .iter()
+        .map(|name| -> Result<(f32, f32), ModelError> {
+            let (_, v) = outputs[name.as_str()]
+                .try_extract_tensor::<f32>()
+                .map_err(failed("reading a calibration range"))?;
+            Ok(min_max(v.iter().copied()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let cal = Calibration::from_ranges(&probes, &ranges);
     Ok(cal)
 }

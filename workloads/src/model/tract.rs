@@ -13,7 +13,7 @@ use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
 use tract_onnx::tract_core::transform::ModelTransform;
 
 use super::graph::{Calibration, Mode};
-use super::{proto_for, ModelError, ModelSpec, Precision};
+use super::{min_max, proto_for, ModelError, ModelSpec, Precision};
 
 /// Names the tract step that failed (the kernel benchmarks' one-operator models use it too).
 pub(crate) trait TractStep<T> {
@@ -152,21 +152,16 @@ pub fn calibrate(spec: &ModelSpec, batch: &[f32]) -> Result<Calibration, ModelEr
     let outputs = plan
         .run(tvec!(input.into()))
         .step("running the calibration graph")?;
-    let mut cal = Calibration::default();
-    for (i, layer) in probes.iter().enumerate() {
-        let range = |t: &TValue| -> Result<(f32, f32), ModelError> {
+    let ranges = outputs[1..]
+        .iter()
+        .map(|t| -> Result<(f32, f32), ModelError> {
             let v = t
                 .to_plain_array_view::<f32>()
                 .step("reading a calibration range")?;
-            Ok(v.iter()
-                .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| {
-                    (lo.min(*x), hi.max(*x))
-                }))
-        };
-        let r_in = range(&outputs[1 + 2 * i])?;
-        let r_out = range(&outputs[2 + 2 * i])?;
-        cal.ranges.insert(*layer, (r_in, r_out));
-    }
+            Ok(min_max(v.iter().copied()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let cal = Calibration::from_ranges(&probes, &ranges);
     Ok(cal)
 }
 

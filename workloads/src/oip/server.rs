@@ -262,6 +262,21 @@ impl GrpcInferenceService for InferenceService {
 }
 
 /// The canonical upper-case name of a gRPC status code (`INVALID_ARGUMENT`).
+/// The server's connections, with Nagle's algorithm off. A response is a HEADERS, a DATA and a
+/// trailing HEADERS frame written one after the other; with Nagle on, the trailers wait for the
+/// client's delayed ACK, and every served inference took 44 ms more than the model on loopback
+/// (2026-12-02, MobileNetV2: 10.6 ms local, 44.0 ms served, whatever the engine).
+pub fn incoming(
+    listener: tokio::net::TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
+    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+        let conn = conn?;
+        conn.set_nodelay(true)?;
+        Ok(conn)
+    })
+}
+
 pub fn code_name(code: tonic::Code) -> &'static str {
     use tonic::Code::*;
     match code {
