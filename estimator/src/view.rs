@@ -29,7 +29,10 @@ const INFERENCES: &str = "greenpipe_workload_inferences_total";
 /// fixed minute, so while a workload is young that minute holds its model build (power, no
 /// inferences) and its first figures are several times too high. The workload creates its
 /// inference counter when its model is built; here both the power average and the inference
-/// rate run from that counter's first sample, so the first figure is already the steady one.
+/// rate run from that counter's first sample. There is no figure in the first
+/// [`READY_SECONDS`] (the estimator's power lags the load by a tick or two, and one such tick
+/// halved the first figure in the quick start of 2026-12-02), nor once the counter is gone (the
+/// workload ended).
 pub fn energy_per_inference_query() -> String {
     let pod = label::POD_UID;
     let counter = format!("{INFERENCES}{{{pod}!=\"\"}}");
@@ -37,12 +40,17 @@ pub fn energy_per_inference_query() -> String {
         "sum by ({cid}, {pod}) (avg_over_time(({power}{{{pod}!=\"\"}} and on ({pod}) sum by ({pod}) ({counter}))[1m:1s]))\n  \
          / on ({pod}) group_left ()\n\
          (sum by ({pod}) (increase({counter}[1m]))\n  \
-         / on ({pod}) (time() - min by ({pod}) (min_over_time(timestamp({counter})[1m:1s])))\n  \
-         > 0)",
+         / on ({pod}) ((time() - min by ({pod}) (min_over_time(timestamp({counter})[1m:1s]))) > {READY_SECONDS})\n  \
+         > 0)\n\
+         and on ({pod}) sum by ({pod}) ({counter})",
         cid = label::CONTAINER_ID,
         power = estimate::CONTAINER_POWER_WATTS,
     )
 }
+
+/// Seconds a workload's inference counter must exist before the view shows its joules per
+/// inference.
+pub const READY_SECONDS: u32 = 10;
 
 /// `view` arguments.
 #[derive(Debug, Clone, Args)]

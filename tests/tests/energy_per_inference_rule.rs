@@ -67,13 +67,21 @@ tests:
       - series: '{power}{{node="n1",container_id="c1",pod_uid="p1",model="m",component="idle"}}'
         values: '0.5x69'
       - series: '{inferences}{{pod_uid="p1",workload="infer",model="mobilenet_v2",precision="int8",engine="onnxruntime",threads="1",mode="local"}}'
-        values: '_x30 0+10x40'
+        values: '_x30 0+10x40 stale'
     promql_expr_test:
+      # Ready 5 s ago: no figure yet.
+      - expr: view:energy_per_inference_joules
+        eval_time: 35s
+        exp_samples: []
       - expr: view:energy_per_inference_joules
         eval_time: 50s
         exp_samples:
           - labels: 'view:energy_per_inference_joules{{container_id="c1",pod_uid="p1"}}'
             value: 0.2
+      # The workload ended at 70 s (its counter is stale): no figure.
+      - expr: view:energy_per_inference_joules
+        eval_time: 80s
+        exp_samples: []
 "#
     );
     std::fs::write(dir.path().join("view.test.yml"), test).unwrap();
