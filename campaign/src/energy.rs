@@ -211,18 +211,13 @@ pub async fn window(
 /// `greenpipe:exporter_power_watts` of deploy/prometheus uses the same ratio).
 fn overhead_queries(node: &str) -> (String, String) {
     use greenpipe_common::contract::cpu_mode;
-    use greenpipe_common::names::{exporter, label, node as n};
-    let node = node.replace('\\', "\\\\").replace('"', "\\\"");
+    use greenpipe_common::names::{exporter, node as n};
+    let node = node_matcher(&[node]);
     (
+        format!("sum(rate({}{{{node}}}[5s]))", exporter::CPU_SECONDS_TOTAL),
         format!(
-            "sum(rate({}{{{}=\"{node}\"}}[5s]))",
-            exporter::CPU_SECONDS_TOTAL,
-            label::NODE
-        ),
-        format!(
-            "sum(rate({}{{{}=\"{node}\",{}}}[5s]))",
+            "sum(rate({}{{{node},{}}}[5s]))",
             n::CPU_SECONDS_TOTAL,
-            label::NODE,
             cpu_mode::busy_matcher()
         ),
     )

@@ -95,6 +95,25 @@ fn quantize_value(v: f32, scale: f32, zero: i64) -> i8 {
 }
 
 /// Symmetric per-channel int8 of `w`, channel `c` of element `i` being `channel(i)`.
+/// A constant tensor quantized to int8 with one scale and zero point.
+fn per_tensor_constant(name: &str, shape: &[usize], v: &[f32], scale: f32, zero: i64) -> Tensor {
+    Tensor {
+        name: name.to_string(),
+        shape: shape_i32(shape),
+        ty: tensor_type::INT8,
+        data: Some(
+            v.iter()
+                .map(|&x| quantize_value(x, scale, zero) as u8)
+                .collect(),
+        ),
+        quant: Some(Quant {
+            scale: vec![scale],
+            zero_point: vec![zero],
+            dimension: 0,
+        }),
+    }
+}
+
 fn per_channel(
     w: &[f32],
     channels: usize,
@@ -233,18 +252,7 @@ pub fn int8_model(g: &Graph, ranges: &[Option<(f32, f32)>]) -> Result<Model, Err
                         let lo = v.iter().copied().fold(f32::INFINITY, f32::min);
                         let hi = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                         let (s, z) = activation_params(lo, hi);
-                        let q = v.iter().map(|&x| quantize_value(x, s, z) as u8).collect();
-                        tensors[ci] = Some(Tensor {
-                            name: ct.name.clone(),
-                            shape: shape_i32(&ct.shape),
-                            ty: tensor_type::INT8,
-                            data: Some(q),
-                            quant: Some(Quant {
-                                scale: vec![s],
-                                zero_point: vec![z],
-                                dimension: 0,
-                            }),
-                        });
+                        tensors[ci] = Some(per_tensor_constant(&ct.name, &ct.shape, v, s, z));
                     }
                 }
             }
@@ -255,18 +263,7 @@ pub fn int8_model(g: &Graph, ranges: &[Option<(f32, f32)>]) -> Result<Model, Err
                 let Data::F32(v) = &ct.data else {
                     return Err(Error::Unsupported("computed pad value".into()));
                 };
-                let q = v.iter().map(|&x| quantize_value(x, s, z) as u8).collect();
-                tensors[ci] = Some(Tensor {
-                    name: ct.name.clone(),
-                    shape: shape_i32(&ct.shape),
-                    ty: tensor_type::INT8,
-                    data: Some(q),
-                    quant: Some(Quant {
-                        scale: vec![s],
-                        zero_point: vec![z],
-                        dimension: 0,
-                    }),
-                });
+                tensors[ci] = Some(per_tensor_constant(&ct.name, &ct.shape, v, s, z));
             }
             _ => {}
         }

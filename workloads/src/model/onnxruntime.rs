@@ -54,6 +54,27 @@ fn environment(libraries: &Libraries) -> Result<&'static Environment, ModelError
     })
 }
 
+/// A session of `onnx` on `threads` intra-op threads, with every graph optimisation.
+fn session(
+    libraries: &Libraries,
+    threads: usize,
+    onnx: &[u8],
+    loading: &'static str,
+) -> Result<Session, ModelError> {
+    Session::builder(environment(libraries)?)
+        .map_err(failed("creating the session options"))?
+        .with_optimization_level(GraphOptimizationLevel::All)
+        .map_err(|e| failed("setting the graph optimisation level")(e.into()))?
+        .with_intra_threads(threads)
+        .map_err(|e| failed("setting --threads")(e.into()))?
+        // One inference at a time per session: inter-op threads would only compete with the
+        // intra-op pool for the same cores.
+        .with_inter_threads(1)
+        .map_err(|e| failed("setting the inter-op threads")(e.into()))?
+        .commit_from_memory(onnx)
+        .map_err(failed(loading))
+}
+
 impl OrtNetwork {
     /// Builds `spec`'s network from the graph in `mode` with the library of `libraries`.
     pub fn build(
@@ -61,21 +82,13 @@ impl OrtNetwork {
         mode: Mode,
         libraries: &Libraries,
     ) -> Result<OrtNetwork, ModelError> {
-        let env = environment(libraries)?;
         let (proto, _) = proto_for(spec, mode);
-        let bytes = proto.encode_to_vec();
-        let session = Session::builder(env)
-            .map_err(failed("creating the session options"))?
-            .with_optimization_level(GraphOptimizationLevel::All)
-            .map_err(|e| failed("setting the graph optimisation level")(e.into()))?
-            .with_intra_threads(spec.threads)
-            .map_err(|e| failed("setting --threads")(e.into()))?
-            // One inference at a time per session: inter-op threads would only compete with
-            // the intra-op pool for the same cores.
-            .with_inter_threads(1)
-            .map_err(|e| failed("setting the inter-op threads")(e.into()))?
-            .commit_from_memory(&bytes)
-            .map_err(failed("loading the generated ONNX graph"))?;
+        let session = session(
+            libraries,
+            spec.threads,
+            &proto.encode_to_vec(),
+            "loading the generated ONNX graph",
+        )?;
         Ok(OrtNetwork {
             session: Mutex::new(session),
         })
@@ -104,14 +117,13 @@ pub fn calibrate(
     batch: &[f32],
     libraries: &Libraries,
 ) -> Result<Calibration, ModelError> {
-    let env = environment(libraries)?;
     let (proto, probes) = proto_for(spec, Mode::Probe);
-    let mut session = Session::builder(env)
-        .map_err(failed("creating the session options"))?
-        .with_intra_threads(spec.threads)
-        .map_err(|e| failed("setting --threads")(e.into()))?
-        .commit_from_memory(&proto.encode_to_vec())
-        .map_err(failed("loading the calibration graph"))?;
+    let mut session = session(
+        libraries,
+        spec.threads,
+        &proto.encode_to_vec(),
+        "loading the calibration graph",
+    )?;
     let names: Vec<String> = session
         .outputs()
         .iter()
