@@ -8,7 +8,7 @@ use crate::readout::{NodeUsage, Tick};
 
 mod layout;
 
-pub use layout::{tick_series, ticks_series, write_tick, write_ticks};
+pub use layout::{marker_series, tick_series, ticks_series, write_tick, write_ticks};
 
 /// Why a node got no estimate at a tick (the `reason` label of the skip counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,14 +24,17 @@ pub enum SkipReason {
 }
 
 impl SkipReason {
-    /// The label value.
+    /// Every reason, in the contract's order.
+    pub const ALL: [SkipReason; 4] = [
+        SkipReason::NoModel,
+        SkipReason::MissingFeature,
+        SkipReason::NonFiniteFeature,
+        SkipReason::ModelError,
+    ];
+
+    /// The label value, declared in the contract (`greenpipe_common::contract::reason`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            SkipReason::NoModel => "no_model",
-            SkipReason::MissingFeature => "missing_feature",
-            SkipReason::NonFiniteFeature => "non_finite_feature",
-            SkipReason::ModelError => "model_error",
-        }
+        greenpipe_common::contract::reason::NODE_SKIPPED[self as usize]
     }
 }
 
@@ -111,4 +114,20 @@ pub fn estimate_tick<'m>(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SkipReason;
+
+    /// `as_str` indexes the contract's list by variant: one entry per variant, in its order.
+    #[test]
+    fn every_skip_reason_is_its_own_contract_value() {
+        let values = SkipReason::ALL.map(SkipReason::as_str);
+        assert_eq!(values, greenpipe_common::contract::reason::NODE_SKIPPED);
+        assert!(SkipReason::ALL
+            .iter()
+            .enumerate()
+            .all(|(i, r)| *r as usize == i));
+    }
 }

@@ -10,9 +10,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
-use greenpipe_common::listen::parse_listen_address;
+use greenpipe_common::listen::{parse_listen_address, ListenAddressError};
 use serde::Deserialize;
 
 use crate::collector::{self, REGISTRY};
@@ -143,6 +142,63 @@ pub struct PathsFile {
     pub cgroupfs: Option<PathBuf>,
 }
 
+/// Why the command line or the config file was refused. Every message names the flag or key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A malformed command line, or `--help`/`--version`: [`clap::Error::exit`] prints it
+    /// where and with the status clap means.
+    #[error(transparent)]
+    Args(#[from] clap::Error),
+    #[error("--collector.{0} and --no-collector.{0} both given")]
+    BothToggles(&'static str),
+    #[error("reading config file {}", path.display())]
+    ReadFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {}", path.display())]
+    ParseFile {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error(transparent)]
+    Listen(#[from] ListenAddressError),
+    #[error("--web.telemetry-path must start with / and not be / (got {0:?})")]
+    TelemetryPath(String),
+    #[error("node name is empty: set --node-name or NODE_NAME")]
+    EmptyNodeName,
+    #[error("cannot read hostname; set --node-name")]
+    NoHostname,
+    #[error("{flag} {text:?}")]
+    Duration {
+        flag: &'static str,
+        text: String,
+        #[source]
+        source: humantime::DurationError,
+    },
+    #[error("--collection.interval must be at least 100ms (got {0})")]
+    IntervalTooShort(String),
+    #[error("{origin}: {message}")]
+    Meter {
+        origin: &'static str,
+        message: String,
+    },
+    #[error(
+        "--meter.timeout must be above zero and below --collection.interval ({timeout:?} vs \
+         {interval:?}): a meter must not delay the next tick"
+    )]
+    MeterTimeout {
+        timeout: Duration,
+        interval: Duration,
+    },
+    #[error("config file [collectors]: unknown collector {name:?} (known: {known})")]
+    UnknownCollector { name: String, known: String },
+    #[error(transparent)]
+    Options(#[from] collector::OptionsError),
+}
+
 impl FileConfig {
     /// Parses the file. The collectors' sections go to their own options types, the rest to
     /// [`FileConfig`]; unknown keys in either are errors.
@@ -222,18 +278,19 @@ impl Config {
             node_name: &self.node_name,
             interval: self.interval,
             options: &self.options,
+            shared: collector::Shared::of(&self.options),
             meters: &self.meters,
             meter_timeout: self.meter_timeout,
         }
     }
 
     /// Parses the process's arguments (and the file they name).
-    pub fn from_args() -> anyhow::Result<Config> {
+    pub fn from_args() -> Result<Config, ConfigError> {
         Self::parse_from(std::env::args_os())
     }
 
     /// Parses the given arguments (first = program name).
-    pub fn parse_from<I, T>(args: I) -> anyhow::Result<Config>
+    pub fn parse_from<I, T>(args: I) -> Result<Config, ConfigError>
     where
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
@@ -263,20 +320,22 @@ impl Config {
             }
             if matches.get_flag(&format!("no-collector.{}", spec.name)) {
                 if toggles.contains_key(spec.name) {
-                    bail!(
-                        "--collector.{0} and --no-collector.{0} both given",
-                        spec.name
-                    );
+                    return Err(ConfigError::BothToggles(spec.name));
                 }
                 toggles.insert(spec.name, false);
             }
         }
         let file = match &cli.config_file {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading config file {}", path.display()))?;
-                FileConfig::parse(&text)
-                    .with_context(|| format!("config file {}", path.display()))?
+                let text =
+                    std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFile {
+                        path: path.clone(),
+                        source,
+                    })?;
+                FileConfig::parse(&text).map_err(|source| ConfigError::ParseFile {
+                    path: path.clone(),
+                    source,
+                })?
             }
             None => FileConfig::default(),
         };
@@ -287,24 +346,26 @@ impl Config {
 /// Default `--meter.timeout`: a UM frame takes 135 ms at 9600 baud, plus Bluetooth latency.
 const DEFAULT_METER_TIMEOUT: Duration = Duration::from_millis(500);
 
-fn meters(cli: &[String], file: Vec<MeterFile>) -> anyhow::Result<Vec<MeterSpec>> {
+fn meters(cli: &[String], file: Vec<MeterFile>) -> Result<Vec<MeterSpec>, ConfigError> {
     if !cli.is_empty() {
         return cli
             .iter()
             .map(|s| {
                 s.parse::<MeterSpec>()
-                    .map_err(|e| anyhow::anyhow!("--meter: {e}"))
+                    .map_err(|message| ConfigError::Meter {
+                        origin: "--meter",
+                        message,
+                    })
             })
             .collect();
     }
+    let in_file = |message| ConfigError::Meter {
+        origin: "config file [[meters]]",
+        message,
+    };
     file.into_iter()
         .map(|m| {
-            let kind = m
-                .kind
-                .parse()
-                .map_err(|e| anyhow::anyhow!("config file [[meters]]: {e}"))?;
-            MeterSpec::new(kind, &m.target, m.name)
-                .map_err(|e| anyhow::anyhow!("config file [[meters]]: {e}"))
+            MeterSpec::new(m.kind.parse().map_err(in_file)?, &m.target, m.name).map_err(in_file)
         })
         .collect()
 }
@@ -313,7 +374,7 @@ fn merge(
     cli: Cli,
     file: FileConfig,
     flag_toggles: BTreeMap<&'static str, bool>,
-) -> anyhow::Result<Config> {
+) -> Result<Config, ConfigError> {
     let listen_text = cli
         .listen_address
         .or(file.web.listen_address)
@@ -324,35 +385,33 @@ fn merge(
         .or(file.web.telemetry_path)
         .unwrap_or_else(|| "/metrics".into());
     if !telemetry_path.starts_with('/') || telemetry_path == "/" {
-        bail!("--web.telemetry-path must start with / and not be / (got {telemetry_path:?})");
+        return Err(ConfigError::TelemetryPath(telemetry_path));
     }
     let node_name = match cli.node_name.or(file.node_name) {
         Some(n) => n,
         None => default_node_name()?,
     };
     if node_name.is_empty() {
-        bail!("node name is empty: set --node-name or NODE_NAME");
+        return Err(ConfigError::EmptyNodeName);
     }
     let interval_text = cli
         .interval
         .or(file.collection_interval)
         .unwrap_or_else(|| "1s".into());
-    let interval = humantime::parse_duration(&interval_text)
-        .with_context(|| format!("--collection.interval {interval_text:?}"))?;
+    let interval = duration("--collection.interval", &interval_text)?;
     if interval < Duration::from_millis(100) {
-        bail!("--collection.interval must be at least 100ms (got {interval_text})");
+        return Err(ConfigError::IntervalTooShort(interval_text));
     }
     let meters = meters(&cli.meters, file.meters)?;
     let meter_timeout = match cli.meter_timeout.or(file.meter_timeout) {
-        Some(text) => {
-            humantime::parse_duration(&text).with_context(|| format!("--meter.timeout {text:?}"))?
-        }
+        Some(text) => duration("--meter.timeout", &text)?,
         None => DEFAULT_METER_TIMEOUT.min(interval / 2),
     };
     if meter_timeout.is_zero() || meter_timeout >= interval {
-        bail!(
-            "--meter.timeout must be above zero and below --collection.interval ({meter_timeout:?} vs {interval:?}): a meter must not delay the next tick"
-        );
+        return Err(ConfigError::MeterTimeout {
+            timeout: meter_timeout,
+            interval,
+        });
     }
     let defaults = Paths::default();
     let paths = Paths {
@@ -365,11 +424,9 @@ fn merge(
     };
     let mut toggles: BTreeMap<&'static str, bool> = BTreeMap::new();
     for (name, on) in &file.collectors {
-        let spec = collector::spec(name).with_context(|| {
-            format!(
-                "config file [collectors]: unknown collector {name:?} (known: {})",
-                known_collectors()
-            )
+        let spec = collector::spec(name).ok_or_else(|| ConfigError::UnknownCollector {
+            name: name.clone(),
+            known: known_collectors(),
         })?;
         toggles.insert(spec.name, *on);
     }
@@ -411,7 +468,16 @@ fn known_collectors() -> String {
         .join(", ")
 }
 
-fn default_node_name() -> anyhow::Result<String> {
+/// A duration flag's value.
+fn duration(flag: &'static str, text: &str) -> Result<Duration, ConfigError> {
+    humantime::parse_duration(text).map_err(|source| ConfigError::Duration {
+        flag,
+        text: text.to_string(),
+        source,
+    })
+}
+
+fn default_node_name() -> Result<String, ConfigError> {
     if let Ok(n) = std::env::var("NODE_NAME") {
         if !n.is_empty() {
             return Ok(n);
@@ -421,7 +487,7 @@ fn default_node_name() -> anyhow::Result<String> {
     // SAFETY: gethostname writes at most buf.len() bytes into buf.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     if rc != 0 {
-        bail!("cannot read hostname; set --node-name");
+        return Err(ConfigError::NoHostname);
     }
     let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
@@ -431,7 +497,7 @@ fn default_node_name() -> anyhow::Result<String> {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> anyhow::Result<Config> {
+    fn parse(args: &[&str]) -> Result<Config, ConfigError> {
         let mut all = vec!["greenpipe-exporter", "--node-name", "n1"];
         all.extend_from_slice(args);
         Config::parse_from(all)
@@ -484,10 +550,18 @@ mod tests {
         let path = dir.path().join("c.toml");
         std::fs::write(&path, "colection_interval = \"2s\"\n").unwrap();
         let err = parse(&["--config.file", path.to_str().unwrap()]).unwrap_err();
-        assert!(format!("{err:#}").contains("colection_interval"), "{err:#}");
+        assert!(
+            greenpipe_common::error_chain(&err).contains("colection_interval"),
+            "{}",
+            greenpipe_common::error_chain(&err)
+        );
         std::fs::write(&path, "[collectors]\nnosuch = true\n").unwrap();
         let err = parse(&["--config.file", path.to_str().unwrap()]).unwrap_err();
-        assert!(format!("{err:#}").contains("unknown collector"), "{err:#}");
+        assert!(
+            greenpipe_common::error_chain(&err).contains("unknown collector"),
+            "{}",
+            greenpipe_common::error_chain(&err)
+        );
     }
 
     #[test]
@@ -515,11 +589,16 @@ mod tests {
         assert_eq!(c.options.ebpf.max_processes(), 64);
         std::fs::write(&path, "[ebpf]\nper_procs = true\n").unwrap();
         let err = parse(&["--config.file", path.to_str().unwrap()]).unwrap_err();
-        assert!(format!("{err:#}").contains("per_procs"), "{err:#}");
+        assert!(
+            greenpipe_common::error_chain(&err).contains("per_procs"),
+            "{}",
+            greenpipe_common::error_chain(&err)
+        );
         let err = parse(&["--collector.ebpf.per-process", "--no-collector.ebpf"]).unwrap_err();
         assert!(
-            format!("{err:#}").contains("needs the ebpf collector"),
-            "{err:#}"
+            greenpipe_common::error_chain(&err).contains("needs the ebpf collector"),
+            "{}",
+            greenpipe_common::error_chain(&err)
         );
     }
 
@@ -560,7 +639,11 @@ mod tests {
         )
         .unwrap();
         let err = parse(&["--config.file", path.to_str().unwrap()]).unwrap_err();
-        assert!(format!("{err:#}").contains("port"), "{err:#}");
+        assert!(
+            greenpipe_common::error_chain(&err).contains("port"),
+            "{}",
+            greenpipe_common::error_chain(&err)
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
-use greenpipe_exporter::config::{Command, Config};
+use greenpipe_exporter::config::{Command, Config, ConfigError};
 use greenpipe_exporter::sampler::{Published, Sampler};
 use greenpipe_exporter::{board, http, meter};
 use tracing::{info, warn};
@@ -17,7 +17,12 @@ fn main() {
 }
 
 fn run() -> anyhow::Result<()> {
-    let config = Config::from_args()?;
+    let config = match Config::from_args() {
+        Ok(config) => config,
+        // --help and --version go to stdout with status 0, usage errors to stderr with 2.
+        Err(ConfigError::Args(e)) => e.exit(),
+        Err(e) => return Err(e.into()),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_new(&config.log_level).context("--log.level")?,

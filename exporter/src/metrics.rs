@@ -41,22 +41,21 @@ impl MetricSet {
         Self::default()
     }
 
-    /// Adds one series to a declared family, creating the family on first use. Debug builds
-    /// (and so every test) refuse a series that does not match the declaration: another help
-    /// text or type than declared, an undeclared label key, an enumerated label value outside
-    /// its set.
+    /// Adds one series to a declared family, creating the family on first use. Its type, help
+    /// and label keys are the declaration's, so an emitter cannot pass a type of its own. Debug
+    /// builds (and so every test) refuse a series that does not match the declaration: a family
+    /// declared differently (another help text or type), an undeclared label key, an enumerated
+    /// label value outside its set.
     pub fn push(
         &mut self,
         family: &'static contract::Family,
-        kind: Type,
         labels: &[(&'static str, &str)],
         value: f64,
     ) {
         #[cfg(debug_assertions)]
-        if let Some(why) = contract::check_series(family, kind, labels) {
+        if let Some(why) = contract::check_series(family, labels) {
             panic!("metric contract: {why}");
         }
-        let _ = kind;
         let entry = self.families.entry(family.name).or_insert_with(|| Family {
             declared: family,
             series: Vec::new(),
@@ -65,26 +64,6 @@ impl MetricSet {
             labels: labels.iter().map(|(k, v)| (*k, (*v).to_string())).collect(),
             value,
         });
-    }
-
-    /// Adds a gauge series.
-    pub fn gauge(
-        &mut self,
-        family: &'static contract::Family,
-        labels: &[(&'static str, &str)],
-        value: f64,
-    ) {
-        self.push(family, Type::Gauge, labels, value);
-    }
-
-    /// Adds a counter series.
-    pub fn counter(
-        &mut self,
-        family: &'static contract::Family,
-        labels: &[(&'static str, &str)],
-        value: f64,
-    ) {
-        self.push(family, Type::Counter, labels, value);
     }
 
     /// Moves every family of `other` into `self` (used to merge per-collector sets).
@@ -189,12 +168,12 @@ mod tests {
     #[test]
     fn encodes_node_label_help_type_and_escapes() {
         let mut set = MetricSet::new();
-        set.counter(
+        set.push(
             &node::DISK_BYTES_TOTAL,
             &[(label::DEVICE, "a\"b"), (label::DIRECTION, "read")],
             3.0,
         );
-        set.gauge(&node::CPUS, &[], 1.5);
+        set.push(&node::CPUS, &[], 1.5);
         let text = String::from_utf8(set.encode_text("pi-1")).unwrap();
         assert!(
             text.contains("# TYPE greenpipe_node_disk_bytes_total counter"),
@@ -219,18 +198,18 @@ mod tests {
     #[test]
     fn merge_appends_series_of_same_family() {
         let mut a = MetricSet::new();
-        a.gauge(
+        a.push(
             &exporter::COLLECTOR_SUCCESS,
             &[(label::COLLECTOR, "1")],
             1.0,
         );
         let mut b = MetricSet::new();
-        b.gauge(
+        b.push(
             &exporter::COLLECTOR_SUCCESS,
             &[(label::COLLECTOR, "2")],
             2.0,
         );
-        b.gauge(&node::CPUS, &[], 3.0);
+        b.push(&node::CPUS, &[], 3.0);
         a.merge(b);
         assert_eq!(
             a.family(exporter::COLLECTOR_SUCCESS.name)
@@ -242,24 +221,29 @@ mod tests {
         assert_eq!(a.len(), 3);
     }
 
-    /// The contract is enforced where series are made: another type, an undeclared label or
-    /// an enumerated value outside its set is refused (debug builds, which tests are).
+    /// The contract is enforced where series are made: a family declared otherwise than the
+    /// table says, an undeclared label or an enumerated value outside its set is refused (debug
+    /// builds, which tests are).
     #[test]
     #[cfg(debug_assertions)]
     fn a_series_against_the_contract_is_refused() {
         let refused =
             |f: fn(&mut MetricSet)| std::panic::catch_unwind(|| f(&mut MetricSet::new())).is_err();
-        assert!(refused(|s| s.counter(&node::CPUS, &[], 1.0)));
-        assert!(refused(|s| s.gauge(
+        static CPUS_AS_COUNTER: contract::Family = contract::Family {
+            kind: Type::Counter,
+            ..node::CPUS
+        };
+        assert!(refused(|s| s.push(&CPUS_AS_COUNTER, &[], 1.0)));
+        assert!(refused(|s| s.push(
             &node::CPUS,
             &[(label::MODE, "user")],
             1.0
         )));
-        assert!(refused(|s| s.counter(
+        assert!(refused(|s| s.push(
             &node::DISK_BYTES_TOTAL,
             &[(label::DEVICE, "sda"), (label::DIRECTION, "sideways")],
             1.0
         )));
-        assert!(!refused(|s| s.gauge(&node::CPUS, &[], 1.0)));
+        assert!(!refused(|s| s.push(&node::CPUS, &[], 1.0)));
     }
 }

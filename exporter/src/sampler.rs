@@ -144,41 +144,41 @@ impl Sampler {
     }
 
     fn self_metrics(&self, out: &mut MetricSet) {
-        out.gauge(
+        out.push(
             &contract::exporter::BUILD_INFO,
             &[(label::VERSION, env!("CARGO_PKG_VERSION"))],
             1.0,
         );
         for slot in &self.slots {
             let c = [(label::COLLECTOR, slot.name)];
-            out.gauge(
+            out.push(
                 &contract::exporter::COLLECTOR_SUCCESS,
                 &c,
                 if slot.success { 1.0 } else { 0.0 },
             );
-            out.gauge(
+            out.push(
                 &contract::exporter::COLLECTOR_DURATION_SECONDS,
                 &c,
                 slot.duration.as_secs_f64(),
             );
-            out.counter(
+            out.push(
                 &contract::exporter::MALFORMED_LINES_TOTAL,
                 &c,
                 slot.malformed_total as f64,
             );
             let reason = slot.unavailable.as_deref().unwrap_or("");
-            out.gauge(
+            out.push(
                 &contract::exporter::COLLECTOR_AVAILABLE,
                 &[(label::COLLECTOR, slot.name), (label::REASON, reason)],
                 if slot.unavailable.is_none() { 1.0 } else { 0.0 },
             );
         }
-        out.gauge(
+        out.push(
             &contract::exporter::COLLECTION_DURATION_SECONDS,
             &[],
             self.last_cycle.as_secs_f64(),
         );
-        out.counter(
+        out.push(
             &contract::exporter::COLLECTIONS_TOTAL,
             &[],
             self.cycles as f64,
@@ -187,18 +187,18 @@ impl Sampler {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs_f64();
-        out.gauge(
+        out.push(
             &contract::exporter::LAST_COLLECTION_TIMESTAMP_SECONDS,
             &[],
             now,
         );
-        out.counter(
+        out.push(
             &contract::exporter::CPU_SECONDS_TOTAL,
             &[],
             selfstat::cpu_seconds(),
         );
         if let Some(rss) = selfstat::resident_bytes() {
-            out.gauge(&contract::exporter::RESIDENT_MEMORY_BYTES, &[], rss as f64);
+            out.push(&contract::exporter::RESIDENT_MEMORY_BYTES, &[], rss as f64);
         }
     }
 

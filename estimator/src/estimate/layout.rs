@@ -16,6 +16,17 @@ use crate::remote_write::{BatchWriter, Label, LabelTail, Sample, TimeSeries};
 
 type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
+/// The shard's marker series for `ticks_ms`: each tick's own time (seconds) as its value,
+/// written after the tick's other series, so the last one found is where the shard resumes.
+pub fn marker_series(shard: &str, ticks_ms: impl Iterator<Item = i64>) -> TimeSeries {
+    let mut ts = TimeSeries::new(estimate::TICK_TIMESTAMP_SECONDS, &[(label::SHARD, shard)]);
+    ts.samples.extend(ticks_ms.map(|t_ms| Sample {
+        value: t_ms as f64 / 1000.0,
+        timestamp: t_ms,
+    }));
+    ts
+}
+
 /// The series of one tick: per node its power and idle power (and error against its meter), per
 /// container and `system` its idle and dynamic shares, and the energy counters of each of those
 /// (`energy`, from [`crate::energy::Ledger::record`] for the same estimates); one sample each, at
@@ -471,6 +482,52 @@ mod tests {
             .iter()
             .flat_map(|b| decode(&b.body).unwrap().timeseries);
         assert_eq!(by_labels(decoded), one_by_one);
+    }
+
+    /// Every series the estimator writes is a declared family, with only declared label keys
+    /// and enumerated values in their sets: the check the exporter's debug builds run on each
+    /// of its own series.
+    fn assert_in_contract(series: &[TimeSeries]) {
+        use greenpipe_common::contract;
+        for ts in series {
+            let name = ts.label("__name__").expect("every series has a name");
+            let family = contract::family(name).unwrap_or_else(|| panic!("{name} is not declared"));
+            let text = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
+            let owned: Vec<(String, String)> = ts
+                .labels
+                .iter()
+                .filter(|l| l.name != &b"__name__"[..])
+                .map(|l| (text(&l.name), text(&l.value)))
+                .collect();
+            let labels: Vec<(&str, &str)> = owned
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            assert_eq!(contract::check_series(family, &labels), None, "{ts:?}");
+        }
+    }
+
+    #[test]
+    fn written_series_are_declared_in_the_contract() {
+        let models = ModelFile::from_json(include_str!("../../models/default.json")).unwrap();
+        let tick = Tick {
+            timestamp_ms: 5_000,
+            nodes: vec![
+                usage("n1", &["a", "b"], 1.0, Some(4.0)),
+                usage("n2", &["c"], 2.0, None),
+            ],
+        };
+        let estimates = estimate_tick(&models, &tick, IdleSplit::Processes);
+        let energy = Ledger::new(3_600_000).record(&estimates, 1000);
+        let series = tick_series(&estimates, &energy);
+        let names: std::collections::BTreeSet<_> = series
+            .iter()
+            .filter_map(|ts| ts.label("__name__"))
+            .collect();
+        // Every family of a tick but the shard's marker, with a meter.
+        assert_eq!(names.len(), 7, "{names:?}");
+        assert_in_contract(&series);
+        assert_in_contract(&[marker_series("0/2", [5_000].into_iter())]);
     }
 
     #[test]

@@ -8,56 +8,23 @@
 //! is not known to the process that writes them, and a wrong one would make a receiver that
 //! stores start timestamps insert a false zero.
 
-use greenpipe_common::names::estimate as e;
+use greenpipe_common::contract::{self, Type};
 use greenpipe_remote_write::v2::{Description, MetricType};
 use greenpipe_remote_write::TimeSeries;
 
-const fn described(kind: MetricType, help: &'static str, unit: &'static str) -> Description {
-    Description {
-        kind,
-        help,
-        unit,
-        start_timestamp: 0,
-    }
-}
-
-/// Type, help and unit of the metric `name`, if the estimator writes it.
+/// Type, help and unit of the metric `name`, if the estimator writes it: its declaration in
+/// `greenpipe_common::contract::estimate`, the one place they are written.
 pub fn of_metric(name: &str) -> Option<Description> {
-    use MetricType::{Counter, Gauge};
-    Some(match name {
-        e::NODE_POWER_WATTS => described(Gauge, "Predicted node power.", "watts"),
-        e::NODE_IDLE_POWER_WATTS => {
-            described(Gauge, "The idle part of the predicted node power.", "watts")
-        }
-        e::NODE_POWER_ERROR_WATTS => described(
-            Gauge,
-            "Predicted node power minus the node's power-meter reading.",
-            "watts",
-        ),
-        e::NODE_POWER_ABS_ERROR_RATIO => described(
-            Gauge,
-            "|prediction - meter| / meter at each tick, where a meter reads more than 0 W.",
-            "ratio",
-        ),
-        e::CONTAINER_POWER_WATTS => described(
-            Gauge,
-            "Power attributed to a container and component; summed over containers and components it equals the node's prediction.",
-            "watts",
-        ),
-        e::NODE_ENERGY_JOULES_TOTAL => {
-            described(Counter, "Predicted node energy, the sum of power x tick length.", "joules")
-        }
-        e::CONTAINER_ENERGY_JOULES_TOTAL => described(
-            Counter,
-            "Energy attributed to a container and component, the sum of power x tick length.",
-            "joules",
-        ),
-        e::TICK_TIMESTAMP_SECONDS => described(
-            Gauge,
-            "Unix time of the tick, written last for every tick (the estimator's resume point).",
-            "seconds",
-        ),
-        _ => return None,
+    let family = contract::estimate::ALL.iter().find(|f| f.name == name)?;
+    Some(Description {
+        kind: match family.kind {
+            Type::Counter => MetricType::Counter,
+            Type::Gauge => MetricType::Gauge,
+            Type::Histogram => MetricType::Histogram,
+        },
+        help: family.help,
+        unit: family.unit,
+        start_timestamp: 0,
     })
 }
 
@@ -69,6 +36,7 @@ pub fn describe(ts: &TimeSeries) -> Option<Description> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use greenpipe_common::names::estimate as e;
 
     #[test]
     fn every_written_metric_is_described_with_the_unit_its_name_ends_in() {

@@ -19,7 +19,7 @@ use tracing::{info, warn};
 use crate::attribution::IdleSplit;
 use crate::endpoint::Endpoint;
 use crate::energy::Ledger;
-use crate::estimate::{estimate_tick, write_ticks, SkipReason};
+use crate::estimate::{estimate_tick, marker_series, write_ticks, SkipReason};
 use crate::model_registry::ModelRegistry;
 use crate::model_registry::RegistryError;
 use crate::models;
@@ -27,7 +27,7 @@ use crate::promql::{
     decode_answer, decode_matrix, Answer, DecodeError, Engine, Prometheus, QueryError, QueryFailure,
 };
 use crate::readout::{assemble, node_list_query, node_matcher, QuerySet, Tick};
-use crate::remote_write::{BatchLimits, Protocol, RetryPolicy, Sample, Sender, TimeSeries};
+use crate::remote_write::{BatchLimits, Protocol, RetryPolicy, Sender};
 use crate::shard::Shard;
 use crate::telemetry::Telemetry;
 
@@ -494,7 +494,8 @@ impl Pipeline {
             // the rest of the tick at fleet scale.
             let mut writer = self.sender.writer();
             write_ticks(&estimates, &energy, &mut writer);
-            writer.push(&self.marker(group.iter().map(|t| t.timestamp_ms)));
+            let shard = self.config.shard.to_string();
+            writer.push(&marker_series(&shard, group.iter().map(|t| t.timestamp_ms)));
             self.sender.send_encoded(writer.finish()).await;
             for e in &estimates {
                 self.telemetry.ticks.inc();
@@ -509,17 +510,6 @@ impl Pipeline {
         }
         debug_assert_eq!(ticks.len() as i64, (last - first) / step + 1);
         Ok(())
-    }
-
-    /// The marker series of ticks: each tick's own time as its value.
-    fn marker(&self, ticks_ms: impl Iterator<Item = i64>) -> TimeSeries {
-        let shard = self.config.shard.to_string();
-        let mut ts = TimeSeries::new(estimate::TICK_TIMESTAMP_SECONDS, &[(label::SHARD, &shard)]);
-        ts.samples.extend(ticks_ms.map(|t_ms| Sample {
-            value: t_ms as f64 / 1000.0,
-            timestamp: t_ms,
-        }));
-        ts
     }
 
     /// Which series this shard reads for ticks `first..=last`.

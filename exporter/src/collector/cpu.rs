@@ -87,18 +87,18 @@ impl Collector for CpuCollector {
         report.malformed_lines += malformed;
         let modes = if stat.has_aggregate { &MODES[..] } else { &[] };
         for (mode, ticks) in modes.iter().zip(stat.modes) {
-            out.counter(
+            out.push(
                 &contract::node::CPU_SECONDS_TOTAL,
                 &[(label::MODE, mode)],
                 ticks as f64 / self.ticks_per_second,
             );
         }
-        out.gauge(&contract::node::CPUS, &[], stat.cpus as f64);
+        out.push(&contract::node::CPUS, &[], stat.cpus as f64);
         if let Some(v) = stat.context_switches {
-            out.counter(&contract::node::CONTEXT_SWITCHES_TOTAL, &[], v as f64);
+            out.push(&contract::node::CONTEXT_SWITCHES_TOTAL, &[], v as f64);
         }
         if let Some(v) = stat.procs_running {
-            out.gauge(&contract::node::PROCS_RUNNING, &[], v as f64);
+            out.push(&contract::node::PROCS_RUNNING, &[], v as f64);
         }
         Ok(())
     }

@@ -76,7 +76,7 @@ impl Collector for Cpufreq {
             // A core going offline removes its file; skip it this tick.
             let Ok(text) = core.file.read() else { continue };
             match parse_khz(text) {
-                Some(hz) => out.gauge(
+                Some(hz) => out.push(
                     &contract::node::CPU_FREQUENCY_HERTZ,
                     &[(label::CPU, &core.cpu)],
                     hz,

@@ -194,8 +194,8 @@ impl Collector for Diskstats {
                 ("write", d.write_bytes, d.writes),
             ] {
                 let labels = [(label::DEVICE, d.name), (label::DIRECTION, direction)];
-                out.counter(&contract::node::DISK_BYTES_TOTAL, &labels, bytes as f64);
-                out.counter(&contract::node::DISK_OPERATIONS_TOTAL, &labels, ops as f64);
+                out.push(&contract::node::DISK_BYTES_TOTAL, &labels, bytes as f64);
+                out.push(&contract::node::DISK_OPERATIONS_TOTAL, &labels, ops as f64);
             }
         }
         Ok(())

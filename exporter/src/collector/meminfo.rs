@@ -101,7 +101,7 @@ impl Collector for Meminfo {
         report.malformed_lines += malformed;
         for ((_, state), value) in STATES.iter().zip(values.0) {
             if let Some(v) = value {
-                out.gauge(
+                out.push(
                     &contract::node::MEMORY_BYTES,
                     &[(label::STATE, state)],
                     v as f64,
@@ -109,7 +109,7 @@ impl Collector for Meminfo {
             }
         }
         if let Some(used) = values.used() {
-            out.gauge(
+            out.push(
                 &contract::node::MEMORY_BYTES,
                 &[(label::STATE, "used")],
                 used as f64,
@@ -122,6 +122,14 @@ impl Collector for Meminfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The states emitted (the kernel fields, then `used`) are the contract's, in its order.
+    #[test]
+    fn states_are_the_contracts() {
+        let mut emitted: Vec<&str> = STATES.iter().map(|(_, state)| *state).collect();
+        emitted.push("used");
+        assert_eq!(emitted, greenpipe_common::contract::memory_state::ALL);
+    }
 
     #[test]
     fn parses_kilobytes_and_derives_used() {

@@ -152,8 +152,8 @@ impl Collector for MeterCollector {
                 }
             };
             ch.up = Some(good);
-            out.gauge(&contract::meter::UP, &labels, if good { 1.0 } else { 0.0 });
-            out.counter(
+            out.push(&contract::meter::UP, &labels, if good { 1.0 } else { 0.0 });
+            out.push(
                 &contract::meter::ENERGY_JOULES_TOTAL,
                 &labels,
                 ch.energy.joules(),
@@ -162,14 +162,14 @@ impl Collector for MeterCollector {
                 ch.errors.entry(*reason).or_default();
             }
             for (reason, n) in &ch.errors {
-                out.counter(
+                out.push(
                     &contract::meter::READ_ERRORS_TOTAL,
                     &[labels[0], labels[1], (label::REASON, reason.as_str())],
                     *n as f64,
                 );
             }
             if let Some(t) = ch.last_good_unix {
-                out.gauge(&contract::meter::LAST_READING_TIMESTAMP_SECONDS, &labels, t);
+                out.push(&contract::meter::LAST_READING_TIMESTAMP_SECONDS, &labels, t);
             }
         }
         Ok(())
@@ -179,15 +179,15 @@ impl Collector for MeterCollector {
 fn emit_reading(out: &mut MetricSet, labels: &[(&'static str, &str)], r: &meter::Reading) {
     let finite = |v: Option<f64>| v.filter(|x| x.is_finite());
     if let Some(w) = finite(r.power_watts) {
-        out.gauge(&contract::meter::POWER_WATTS, labels, w);
+        out.push(&contract::meter::POWER_WATTS, labels, w);
     }
     if let Some(v) = finite(r.voltage_volts) {
-        out.gauge(&contract::meter::VOLTAGE_VOLTS, labels, v);
+        out.push(&contract::meter::VOLTAGE_VOLTS, labels, v);
     }
     if let Some(a) = finite(r.current_amperes) {
-        out.gauge(&contract::meter::CURRENT_AMPERES, labels, a);
+        out.push(&contract::meter::CURRENT_AMPERES, labels, a);
     }
     if let Some(c) = finite(r.temperature_celsius) {
-        out.gauge(&contract::meter::TEMPERATURE_CELSIUS, labels, c);
+        out.push(&contract::meter::TEMPERATURE_CELSIUS, labels, c);
     }
 }

@@ -129,12 +129,36 @@ pub struct Context<'a> {
     pub node_name: &'a str,
     /// Sampling interval.
     pub interval: Duration,
-    /// Every collector's options.
+    /// Every collector's options; a collector reads only its own section.
     pub options: &'a Options,
+    /// Settings more than one collector needs.
+    pub shared: Shared,
     /// Power meters to read (`--meter`, `[[meters]]`; also what `meters` reports on).
     pub meters: &'a [MeterSpec],
     /// Longest wait for a meter reading per tick.
     pub meter_timeout: Duration,
+}
+
+/// Settings more than one collector needs, so that no collector reads another's options. Each
+/// is set by the flag of the collector it is named after (its help says who else uses it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shared {
+    /// Count the loopback interface as traffic: node (`netdev`) and host network namespace
+    /// (`cgroup`) figures (`--collector.netdev.include-loopback`).
+    pub include_loopback: bool,
+    /// How many processes (top by CPU) to export: `process` and eBPF per-process accounting
+    /// (`--collector.process.top-n`).
+    pub processes_top_n: usize,
+}
+
+impl Shared {
+    /// The shared settings of a set of options.
+    pub fn of(options: &Options) -> Shared {
+        Shared {
+            include_loopback: options.netdev.include_loopback,
+            processes_top_n: options.process.top_n(),
+        }
+    }
 }
 
 /// Why a collector produced nothing.

@@ -74,7 +74,8 @@ struct Netdev {
 #[derive(Debug, Clone, Default, clap::Args, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetdevOptions {
-    /// Also export the loopback interface in node network metrics.
+    /// Also count the loopback interface: in node network metrics and in containers' network
+    /// bytes (the cgroup collector's per-namespace counts).
     #[arg(long = "collector.netdev.include-loopback")]
     #[serde(default)]
     pub include_loopback: bool,
@@ -91,7 +92,7 @@ impl super::CollectorOptions for NetdevOptions {
 fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
     Ok(Box::new(Netdev {
         file: TextFile::probe(ctx.paths.proc("net/dev"))?,
-        include_loopback: ctx.options.netdev.include_loopback,
+        include_loopback: ctx.shared.include_loopback,
     }))
 }
 
@@ -107,8 +108,8 @@ impl Collector for Netdev {
                 ("transmit", d.tx_bytes, d.tx_packets),
             ] {
                 let labels = [(label::DEVICE, d.name), (label::DIRECTION, direction)];
-                out.counter(&contract::node::NETWORK_BYTES_TOTAL, &labels, bytes as f64);
-                out.counter(
+                out.push(&contract::node::NETWORK_BYTES_TOTAL, &labels, bytes as f64);
+                out.push(
                     &contract::node::NETWORK_PACKETS_TOTAL,
                     &labels,
                     packets as f64,

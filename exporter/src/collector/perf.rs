@@ -347,7 +347,7 @@ impl Collector for PerfCollector {
                 (&contract::container::CPU_INSTRUCTIONS_TOTAL, total[1]),
                 (&contract::container::CACHE_MISSES_TOTAL, total[2]),
             ] {
-                out.counter(family, &labels, value.round());
+                out.push(family, &labels, value.round());
             }
         }
         let fds: usize = self
@@ -355,7 +355,7 @@ impl Collector for PerfCollector {
             .values()
             .map(|(_, g)| g.len() * EVENTS.len())
             .sum();
-        out.gauge(&contract::exporter::PERF_EVENTS_OPEN, &[], fds as f64);
+        out.push(&contract::exporter::PERF_EVENTS_OPEN, &[], fds as f64);
         Ok(())
     }
 }

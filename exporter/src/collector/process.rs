@@ -190,7 +190,7 @@ fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
     std::fs::read_dir(&procfs).map_err(|e| CollectError::from_io(&procfs, e))?;
     Ok(Box::new(ProcessCollector {
         procfs: procfs.clone(),
-        top_n: ctx.options.process.top_n(),
+        top_n: ctx.shared.processes_top_n,
         previous: HashMap::new(),
         current: HashMap::new(),
         candidates: Vec::new(),
@@ -248,12 +248,12 @@ impl Collector for ProcessCollector {
             let container = self.labeler.container(c.pid);
             let pid = c.pid.to_string();
             let labels = labels(&pid, &c.comm, &container, source::PROCFS);
-            out.counter(
+            out.push(
                 &contract::process::CPU_SECONDS_TOTAL,
                 &labels,
                 c.cpu_ticks as f64 / self.ticks_per_second,
             );
-            out.gauge(
+            out.push(
                 &contract::process::RESIDENT_MEMORY_BYTES,
                 &labels,
                 c.rss_pages as f64 * self.page_size,

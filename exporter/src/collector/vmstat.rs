@@ -73,7 +73,7 @@ impl Collector for Vmstat {
         report.malformed_lines += malformed;
         for (event, value) in EVENTS.iter().zip(values) {
             if let Some(v) = value {
-                out.counter(
+                out.push(
                     &contract::node::PAGE_CACHE_EVENTS_TOTAL,
                     &[(label::EVENT, event)],
                     v as f64,

@@ -289,18 +289,10 @@ impl Reason {
         Reason::Io,
     ];
 
-    /// Label value.
+    /// Label value: the contract's list of meter read reasons, in the order of [`Reason::ALL`]
+    /// (a test keeps the two orders equal).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Unplugged => "unplugged",
-            Reason::Timeout => "timeout",
-            Reason::ShortFrame => "short_frame",
-            Reason::CorruptFrame => "corrupt_frame",
-            Reason::WrongModel => "wrong_model",
-            Reason::HttpStatus => "http_status",
-            Reason::BadResponse => "bad_response",
-            Reason::Io => "io",
-        }
+        greenpipe_common::contract::reason::METER_READ[self as usize]
     }
 }
 
@@ -522,6 +514,17 @@ pub fn report(paths: &Paths, timeout: Duration, meters: &[MeterSpec]) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `as_str` indexes the contract's list by variant: one entry per variant, in its order.
+    #[test]
+    fn every_reason_is_its_own_contract_value() {
+        let values = Reason::ALL.map(Reason::as_str);
+        assert_eq!(values, greenpipe_common::contract::reason::METER_READ);
+        assert!(Reason::ALL
+            .iter()
+            .enumerate()
+            .all(|(i, r)| *r as usize == i));
+    }
 
     #[test]
     fn parses_specs_with_colons_in_target() {

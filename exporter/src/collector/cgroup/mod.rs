@@ -194,7 +194,7 @@ fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
             Hierarchy::V1
         },
         layout,
-        include_loopback: ctx.options.netdev.include_loopback,
+        include_loopback: ctx.shared.include_loopback,
         containers: HashMap::new(),
         host_procs: HashMap::new(),
         cycle: 0,
@@ -414,7 +414,7 @@ impl Collector for CgroupCollector {
                     report.malformed_lines += malformed;
                 }
             }
-            out.gauge(&contract::container::PROCESSES, &labels, processes as f64);
+            out.push(&contract::container::PROCESSES, &labels, processes as f64);
             sums.processes += processes;
             if t.hierarchy == self.complete {
                 host_processes += processes;
@@ -444,7 +444,7 @@ impl Collector for CgroupCollector {
                             }
                         });
                         for (direction, bytes) in [("receive", rx), ("transmit", tx)] {
-                            out.counter(
+                            out.push(
                                 &contract::container::NETWORK_BYTES_TOTAL,
                                 &[
                                     labels[0],
@@ -514,7 +514,7 @@ impl CgroupCollector {
                     .update(write as f64, sums.io.write as f64, sums.io_delta.1),
             );
             for (direction, bytes) in [("read", io.0), ("write", io.1)] {
-                out.counter(
+                out.push(
                     &contract::container::DISK_BYTES_TOTAL,
                     &[
                         labels[0],
@@ -526,7 +526,7 @@ impl CgroupCollector {
                 );
             }
         }
-        out.gauge(
+        out.push(
             &contract::container::PROCESSES,
             &labels,
             all_processes.saturating_sub(sums.processes) as f64,
@@ -535,7 +535,7 @@ impl CgroupCollector {
 }
 
 fn emit_cpu(out: &mut MetricSet, labels: &[(&'static str, &str); 2], seconds: f64) {
-    out.counter(
+    out.push(
         &contract::container::CPU_SECONDS_TOTAL,
         &[labels[0], labels[1], (label::SOURCE, source::CGROUP)],
         seconds,
@@ -543,12 +543,12 @@ fn emit_cpu(out: &mut MetricSet, labels: &[(&'static str, &str); 2], seconds: f6
 }
 
 fn emit_memory(out: &mut MetricSet, labels: &[(&'static str, &str); 2], bytes: u64) {
-    out.gauge(&contract::container::MEMORY_BYTES, labels, bytes as f64);
+    out.push(&contract::container::MEMORY_BYTES, labels, bytes as f64);
 }
 
 fn emit_disk(out: &mut MetricSet, labels: &[(&'static str, &str); 2], io: IoBytes) {
     for (direction, bytes) in [("read", io.read), ("write", io.write)] {
-        out.counter(
+        out.push(
             &contract::container::DISK_BYTES_TOTAL,
             &[
                 labels[0],

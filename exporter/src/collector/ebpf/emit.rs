@@ -40,7 +40,7 @@ pub(crate) fn emit_counters(
         labels
     };
     let mut put = |family: &'static Family, labels: &[(&'static str, &str)], v: f64| {
-        out.counter(family, labels, v)
+        out.push(family, labels, v)
     };
     if has(Signal::CpuTime) {
         put(families.cpu_seconds, base, cpu_ns as f64 / 1e9);

@@ -115,11 +115,10 @@ fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
             warn!(program, %error, "BPF program not attached; its signal is not exported");
         }
     }
-    // Shared by design: one --collector.process.top-n bounds both per-process exports.
+    // One --collector.process.top-n bounds both per-process exports (a shared setting).
     let processes = options
         .per_process
-        // Shared by design: one --collector.process.top-n bounds both per-process exports.
-        .then(|| processes::Processes::new(&ctx.paths.procfs, ctx.options.process.top_n()));
+        .then(|| processes::Processes::new(&ctx.paths.procfs, ctx.shared.processes_top_n));
     Ok(Box::new(EbpfCollector {
         accounting,
         procfs: ctx.paths.procfs.clone(),
@@ -300,13 +299,13 @@ impl EbpfCollector {
         for (program, _, _) in PROGRAMS {
             let error = self.accounting.programs.get(program).cloned().flatten();
             let reason = error.map(|e| shorten(&e)).unwrap_or_default();
-            out.gauge(
+            out.push(
                 &contract::exporter::BPF_PROGRAM_ATTACHED,
                 &[(label::PROGRAM, program), (label::REASON, &reason)],
                 if reason.is_empty() { 1.0 } else { 0.0 },
             );
         }
-        out.gauge(
+        out.push(
             &contract::exporter::BPF_CGROUPS_TRACKED,
             &[],
             cgroups as f64,

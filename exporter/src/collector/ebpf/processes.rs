@@ -181,7 +181,7 @@ impl Processes {
                 &row.counters,
             );
         }
-        out.gauge(
+        out.push(
             &contract::exporter::BPF_PROCESSES_TRACKED,
             &[],
             tracked as f64,
