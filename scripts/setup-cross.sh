@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross toolchains for ARM boards, installed by `scripts/setup.sh --cross TARGET...` (which
 # scripts/cross.sh and scripts/test-arm.sh call). Kept out of the plain setup.sh run so the main
-# test setup stays fast. Idempotent, as root on Debian 12.
+# test setup stays fast. Idempotent, as root on Debian 12. For aarch64 it also installs
+# qemu-system-arm and cpio: scripts/arm-vm.sh boots a whole arm64 machine with them.
 #
 # rustup's toolchain on the project's machines has only the x86-64 standard library and no other
 # can be fetched, so cross builds use Debian's rustc-web (Rust 1.96, bookworm-security): its
@@ -15,7 +16,7 @@ packages=(rustc-web cargo-web qemu-user-static clang llvm libbpf-dev bpftool pro
 arches=()
 for target in "$@"; do
   case "$target" in
-    aarch64-unknown-linux-gnu) arches+=(arm64); packages+=(gcc-aarch64-linux-gnu libc6-dev:arm64 libstd-rust-web-dev:arm64) ;;
+    aarch64-unknown-linux-gnu) arches+=(arm64); packages+=(gcc-aarch64-linux-gnu libc6-dev:arm64 libstd-rust-web-dev:arm64 qemu-system-arm cpio) ;;
     armv7-unknown-linux-gnueabihf) arches+=(armhf); packages+=(gcc-arm-linux-gnueabihf libc6-dev:armhf libstd-rust-web-dev:armhf) ;;
     x86_64-unknown-linux-gnu) ;;
     *) echo "setup-cross: unsupported target '$target' (aarch64-unknown-linux-gnu, armv7-unknown-linux-gnueabihf, x86_64-unknown-linux-gnu)" >&2; exit 2 ;;

@@ -27,6 +27,17 @@ pub fn v1_roots() -> Vec<PathBuf> {
         .collect()
 }
 
+/// CPU seconds the kernel charged to the cgroup at `dir` (`usage_usec` of its `cpu.stat`).
+pub fn usage_seconds(dir: &Path) -> f64 {
+    let text = std::fs::read_to_string(dir.join("cpu.stat")).expect("reading cpu.stat");
+    let usec: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("usage_usec "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("usage_usec in cpu.stat");
+    usec as f64 / 1e6
+}
+
 /// A 64-hex container id unique to this process and `index`.
 pub fn container_id(index: u32) -> String {
     format!(

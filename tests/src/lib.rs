@@ -4,6 +4,7 @@
 //! Nothing here fakes a component: [`Prometheus`] runs Debian's `prometheus` binary with its own
 //! data directory and `--web.enable-remote-write-receiver`, and is killed when dropped.
 
+pub mod arm;
 pub mod cgroup;
 pub mod closed_loop_meter;
 pub mod control_plane;

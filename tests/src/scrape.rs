@@ -45,6 +45,18 @@ pub fn sample(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
     }
 }
 
+/// The exporter's page at `url` once its collection counter has advanced by two cycles since
+/// the call (the first may have begun before it): every sample on it was taken after the call.
+pub fn fresh(url: &str, timeout: Duration) -> anyhow::Result<String> {
+    use greenpipe_common::names::exporter::COLLECTIONS_TOTAL;
+    let start = sample(&fetch(url)?, COLLECTIONS_TOTAL, &[]).unwrap_or(0.0);
+    crate::wait_for(timeout, || {
+        let text = fetch(url).ok()?;
+        (sample(&text, COLLECTIONS_TOTAL, &[])? >= start + 2.0).then_some(text)
+    })
+    .with_context(|| format!("{url} did not complete two collection cycles within {timeout:?}"))
+}
+
 /// Runs `promtool check metrics` on a metrics page: `Err` carries promtool's complaints.
 pub fn promtool_check(text: &str) -> Result<(), String> {
     use std::io::Write;

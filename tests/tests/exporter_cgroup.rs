@@ -5,48 +5,13 @@
 //! (`greenpipe-test-<pid>/docker-<64 hex>.scope`) so the exporter finds it with its real
 //! container-id parser.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use greenpipe_common::names::{container, exporter, label, node, source, SYSTEM_CONTAINER};
-use greenpipe_tests::cgroup::{container_id, unified_root, TestCgroup};
-use greenpipe_tests::scrape::{fetch, sample, samples};
+use greenpipe_common::names::{container, label, node, source, SYSTEM_CONTAINER};
+use greenpipe_tests::cgroup::{container_id, unified_root, usage_seconds, TestCgroup};
+use greenpipe_tests::scrape::{fetch, fresh, sample, samples};
 use greenpipe_tests::{start_exporter, wait_for, Guard};
-
-fn usage_seconds(dir: &Path) -> f64 {
-    let text = std::fs::read_to_string(dir.join("cpu.stat")).expect("reading cpu.stat");
-    let usec: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("usage_usec "))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("usage_usec in cpu.stat");
-    usec as f64 / 1e6
-}
-
-struct Scraper {
-    url: String,
-}
-
-impl Scraper {
-    fn text(&self) -> String {
-        fetch(&self.url).expect("scraping the exporter")
-    }
-
-    fn cycles(&self) -> f64 {
-        sample(&self.text(), exporter::COLLECTIONS_TOTAL, &[]).unwrap_or(0.0)
-    }
-
-    /// A page whose sample was taken after this call started (two cycles later).
-    fn fresh(&self) -> String {
-        let start = self.cycles();
-        wait_for(Duration::from_secs(10), || {
-            let text = self.text();
-            (sample(&text, exporter::COLLECTIONS_TOTAL, &[])? >= start + 2.0).then_some(text)
-        })
-        .expect("exporter keeps collecting")
-    }
-}
 
 /// The cgroup-sourced CPU seconds of a container (the eBPF collector adds `source="bpf"`).
 fn container_cpu(text: &str, id: &str) -> Option<f64> {
@@ -78,9 +43,8 @@ fn container_cpu_tracks_cpu_stat_and_is_not_system() {
     let dir = cg.dir(&rel);
 
     let (_exporter, url) = start_exporter("cgroup-test", &[]);
-    let scraper = Scraper { url };
     let before = wait_for(Duration::from_secs(30), || {
-        let text = fetch(&scraper.url).ok()?;
+        let text = fetch(&url).ok()?;
         container_cpu(&text, &id).map(|_| text)
     })
     .expect("the exporter reports the test cgroup as a container");
@@ -98,7 +62,7 @@ fn container_cpu_tracks_cpu_stat_and_is_not_system() {
     // While the load runs: the served value lies between two kernel readings around the sample.
     std::thread::sleep(Duration::from_secs(2));
     let k1 = usage_seconds(&dir);
-    let mid = scraper.fresh();
+    let mid = fresh(&url, Duration::from_secs(10)).expect("exporter keeps collecting");
     let k2 = usage_seconds(&dir);
     let e = container_cpu(&mid, &id).unwrap_or_else(|| {
         let ours: Vec<&str> = mid.lines().filter(|l| l.contains(id.as_str())).collect();
@@ -119,7 +83,7 @@ fn container_cpu_tracks_cpu_stat_and_is_not_system() {
         status.is_some_and(|s| s.success()),
         "stress-ng failed: {status:?}"
     );
-    let after = scraper.fresh();
+    let after = fresh(&url, Duration::from_secs(10)).expect("exporter keeps collecting");
     let kernel = usage_seconds(&dir);
     let exported = container_cpu(&after, &id).unwrap();
     assert!(kernel > 1.0, "stress-ng ran only {kernel} CPU seconds");
