@@ -885,6 +885,33 @@ pub mod estimator {
         labels: &[label::OUTCOME],
     };
 
+    /// `otlp_requests_total`.
+    pub const OTLP_REQUESTS_TOTAL: Family = Family {
+        name: n::OTLP_REQUESTS_TOTAL,
+        kind: Type::Counter,
+        unit: "",
+        help: "OTLP export requests by HTTP status or network_error.",
+        labels: &[label::OUTCOME],
+    };
+
+    /// `otlp_points_written_total`.
+    pub const OTLP_POINTS_WRITTEN_TOTAL: Family = Family {
+        name: n::OTLP_POINTS_WRITTEN_TOTAL,
+        kind: Type::Counter,
+        unit: "",
+        help: "OTLP data points accepted by the receiver.",
+        labels: &[],
+    };
+
+    /// `otlp_points_dropped_total`.
+    pub const OTLP_POINTS_DROPPED_TOTAL: Family = Family {
+        name: n::OTLP_POINTS_DROPPED_TOTAL,
+        kind: Type::Counter,
+        unit: "",
+        help: "OTLP data points given up, by reason.",
+        labels: &[label::REASON],
+    };
+
     /// `nodes_skipped_total`.
     pub const NODES_SKIPPED_TOTAL: Family = Family {
         name: n::NODES_SKIPPED_TOTAL,
@@ -1046,6 +1073,9 @@ pub static FAMILIES: &[&Family] = &[
     &estimator::SAMPLES_RETRIED_TOTAL,
     &estimator::SAMPLES_DROPPED_TOTAL,
     &estimator::REMOTE_WRITE_REQUESTS_TOTAL,
+    &estimator::OTLP_REQUESTS_TOTAL,
+    &estimator::OTLP_POINTS_WRITTEN_TOTAL,
+    &estimator::OTLP_POINTS_DROPPED_TOTAL,
     &estimator::NODES_SKIPPED_TOTAL,
     &estimator::NODES_ESTIMATED,
     &estimator::MODELS_LOADED,

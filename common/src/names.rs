@@ -262,6 +262,12 @@ pub mod estimator {
     pub const SAMPLES_DROPPED_TOTAL: &str = "greenpipe_estimator_samples_dropped_total";
     /// Counter, `outcome`: remote-write requests by HTTP status (or `network_error`).
     pub const REMOTE_WRITE_REQUESTS_TOTAL: &str = "greenpipe_estimator_remote_write_requests_total";
+    /// Counter, `outcome`: OTLP export requests by HTTP status (or `network_error`).
+    pub const OTLP_REQUESTS_TOTAL: &str = "greenpipe_estimator_otlp_requests_total";
+    /// Counter: OTLP data points accepted by the receiver.
+    pub const OTLP_POINTS_WRITTEN_TOTAL: &str = "greenpipe_estimator_otlp_points_written_total";
+    /// Counter, `reason`: OTLP data points given up (`queue_full`, `http_400`, `partial_success`).
+    pub const OTLP_POINTS_DROPPED_TOTAL: &str = "greenpipe_estimator_otlp_points_dropped_total";
     /// Counter, `reason`: node estimates skipped (missing or non-finite features, no model).
     pub const NODES_SKIPPED_TOTAL: &str = "greenpipe_estimator_nodes_skipped_total";
     /// Gauge: node estimates written by the last tick.
