@@ -339,7 +339,8 @@ fn start_estimator(
 }
 
 /// Every power and energy series the estimator writes.
-const OUTPUT_SERIES: &str = "{__name__=~\"greenpipe_(node|container)_(power|idle_power|energy)_.*\"}";
+const OUTPUT_SERIES: &str =
+    "{__name__=~\"greenpipe_(node|container)_(power|idle_power|energy)_.*\"}";
 
 fn ticks(base: &str) -> BTreeSet<i64> {
     raw_samples(base, estimate::TICK_TIMESTAMP_SECONDS, "10m")

@@ -42,8 +42,8 @@ use crate::remote_write::{RetryPolicy, TimeSeries};
 use crate::telemetry::Telemetry;
 use greenpipe_common::names::{estimate, label};
 use proto::{
-    AggregationTemporality, Data, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-    Gauge, InstrumentationScope, KeyValue, Metric, NumberDataPoint, Resource, ResourceMetrics,
+    AggregationTemporality, Data, ExportMetricsServiceRequest, ExportMetricsServiceResponse, Gauge,
+    InstrumentationScope, KeyValue, Metric, NumberDataPoint, Resource, ResourceMetrics,
     ScopeMetrics, Sum, Value,
 };
 
@@ -310,12 +310,7 @@ async fn send(endpoint: &Endpoint, pending: &Pending, telemetry: &Telemetry) -> 
         // An unreadable token file may be fixed by the operator (or the kubelet): retry.
         Err(e) => return Outcome::Retry(format!("{e:#}")),
     };
-    let count = |outcome: &str| {
-        telemetry
-            .otlp_requests
-            .with_label_values(&[outcome])
-            .inc()
-    };
+    let count = |outcome: &str| telemetry.otlp_requests.with_label_values(&[outcome]).inc();
     let response = match request.send().await {
         Ok(r) => r,
         Err(e) => {
