@@ -69,7 +69,9 @@ go_build() {
       src="$(module_dir "$prometheus_module" "$prometheus_version")"
       # Without the builtinassets tag the web UI is served from disk (absent here): the API,
       # remote-write and OTLP receivers are unaffected, and no Node.js build is needed.
-      (cd "$src" && go build -trimpath -o "$tmp/prometheus" -ldflags="-s -w \
+      # remove_all_sd (plugins/*.go): the receivers need no service discovery, and the cloud
+      # SDKs (AWS, Azure, GCE, Kubernetes client-go ...) are most of the cold build.
+      (cd "$src" && go build -trimpath -tags remove_all_sd -o "$tmp/prometheus" -ldflags="-s -w \
         -X github.com/prometheus/common/version.Version=$(cat VERSION) \
         -X github.com/prometheus/common/version.Branch=release \
         -X github.com/prometheus/common/version.Revision=$prometheus_version" ./cmd/prometheus)

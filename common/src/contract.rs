@@ -659,6 +659,18 @@ families! {
         /// models stay in use).
         MODEL_RELOAD_SUCCESS = "greenpipe_estimator_model_reload_success", Gauge, unit "", labels [],
             help "1 if the last model files read were loaded, 0 if refused (the previous models stay).";
+
+        /// Counter, `outcome`: OTLP export requests by HTTP status (or `network_error`).
+        OTLP_REQUESTS_TOTAL = "greenpipe_estimator_otlp_requests_total", Counter, unit "", labels [label::OUTCOME],
+            help "OTLP export requests by HTTP status or network_error.";
+
+        /// Counter: OTLP data points accepted by the receiver.
+        OTLP_POINTS_WRITTEN_TOTAL = "greenpipe_estimator_otlp_points_written_total", Counter, unit "", labels [],
+            help "OTLP data points accepted by the receiver.";
+
+        /// Counter, `reason`: OTLP data points given up (`queue_full`, `http_400`, `partial_success`).
+        OTLP_POINTS_DROPPED_TOTAL = "greenpipe_estimator_otlp_points_dropped_total", Counter, unit "", labels [label::REASON],
+            help "OTLP data points given up, by reason.";
     }
 
     /// The metrics of `greenpipe-estimator recalibrate` about itself (its own `/metrics`).

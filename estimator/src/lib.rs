@@ -10,6 +10,7 @@ pub mod http;
 pub mod model_registry;
 pub mod models;
 pub mod offline;
+pub mod otlp;
 pub mod promql;
 pub mod readout;
 pub mod recalibrate;

@@ -34,6 +34,12 @@ pub struct Telemetry {
     pub samples_dropped: IntCounterVec,
     /// Remote-write requests by outcome.
     pub remote_write_requests: IntCounterVec,
+    /// OTLP export requests by outcome.
+    pub otlp_requests: IntCounterVec,
+    /// OTLP data points accepted.
+    pub otlp_points_written: IntCounter,
+    /// OTLP data points given up, by reason.
+    pub otlp_points_dropped: IntCounterVec,
     /// Node estimates skipped, by reason.
     pub nodes_skipped: IntCounterVec,
     /// Node estimates in the last tick.
@@ -125,6 +131,9 @@ impl Telemetry {
             samples_retried: counter(&c::SAMPLES_RETRIED_TOTAL),
             samples_dropped: counter_vec(&c::SAMPLES_DROPPED_TOTAL),
             remote_write_requests: counter_vec(&c::REMOTE_WRITE_REQUESTS_TOTAL),
+            otlp_requests: counter_vec(&c::OTLP_REQUESTS_TOTAL),
+            otlp_points_written: counter(&c::OTLP_POINTS_WRITTEN_TOTAL),
+            otlp_points_dropped: counter_vec(&c::OTLP_POINTS_DROPPED_TOTAL),
             nodes_skipped: counter_vec(&c::NODES_SKIPPED_TOTAL),
             nodes_estimated,
             models_loaded,

@@ -338,6 +338,10 @@ fn start_estimator(
     )
 }
 
+/// Every power and energy series the estimator writes.
+const OUTPUT_SERIES: &str =
+    "{__name__=~\"greenpipe_(node|container)_(power|idle_power|energy)_.*\"}";
+
 fn ticks(base: &str) -> BTreeSet<i64> {
     raw_samples(base, estimate::TICK_TIMESTAMP_SECONDS, "10m")
         .unwrap_or_default()
@@ -352,7 +356,9 @@ fn output(
     base: &str,
     ticks: &BTreeSet<i64>,
 ) -> BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> {
-    raw_samples(base, "{__name__=~\"greenpipe_(node|container)_.*\"}", "10m")
+    // Power and energy names only: the source's feature series (greenpipe_node_cpu_...) live
+    // in the same Prometheus 3.
+    raw_samples(base, OUTPUT_SERIES, "10m")
         .unwrap()
         .into_iter()
         .map(|mut s| {
@@ -483,7 +489,7 @@ fn the_estimator_writes_2_0_to_prometheus_3_exactly_what_it_writes_as_1_0() {
     // Only 2.0 carries metadata: Prometheus 3 turned it into labels on every output series.
     let typed = raw_samples(
         &p3.url,
-        "{__name__=~\"greenpipe_(node|container)_.*\",__type__=~\"gauge|counter\",__unit__!=\"\"}",
+        "{__name__=~\"greenpipe_(node|container)_(power|idle_power|energy)_.*\",__type__=~\"gauge|counter\",__unit__!=\"\"}",
         "10m",
     )
     .unwrap();

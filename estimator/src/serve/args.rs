@@ -85,6 +85,29 @@ pub struct ServeArgs {
     #[arg(long = "remote-write.max-backoff", default_value = "10s", value_parser = humantime::parse_duration)]
     pub max_backoff: Duration,
 
+    /// OTLP/HTTP metrics receiver (full URL, e.g.
+    /// http://collector:4318/v1/metrics, or Prometheus 3's
+    /// http://prometheus:9090/api/v1/otlp/v1/metrics): the node and container power and energy
+    /// are also sent there, as OpenTelemetry's hw.host.power, hw.host.energy, hw.power and
+    /// hw.energy. Remote write stays the record the estimator resumes from.
+    #[arg(long = "otlp.endpoint")]
+    pub otlp_endpoint: Option<String>,
+    /// Basic-auth user towards the OTLP receiver.
+    #[arg(long = "otlp.username")]
+    pub otlp_username: Option<String>,
+    /// File holding the basic-auth password towards the OTLP receiver.
+    #[arg(long = "otlp.password-file")]
+    pub otlp_password_file: Option<PathBuf>,
+    /// File holding a bearer token for the OTLP receiver (read again for every request).
+    #[arg(long = "otlp.bearer-token-file")]
+    pub otlp_bearer_token_file: Option<PathBuf>,
+    /// PEM CA bundle to trust for the OTLP receiver's TLS certificate.
+    #[arg(long = "otlp.ca-file")]
+    pub otlp_ca_file: Option<PathBuf>,
+    /// Extra header on every OTLP request, NAME=VALUE (repeatable). Values are never logged.
+    #[arg(long = "otlp.header", value_name = "NAME=VALUE")]
+    pub otlp_header: Vec<HeaderArg>,
+
     /// Query API where the estimator's own output can be read back, to resume after an outage
     /// [default: --prometheus-url, with its credentials]. Set it when the receiver is not that
     /// Prometheus (e.g. VictoriaMetrics: http://victoria-metrics:8428).
@@ -144,8 +167,8 @@ pub struct ServeArgs {
     /// auth; YAML).
     #[arg(long = "web.config.file")]
     pub web_config_file: Option<PathBuf>,
-    /// TOML file with the settings that may be secret or per tenant: `[prometheus] header` and
-    /// `[remote_write] header` (tables NAME = "VALUE", added to the flags'). Unknown keys are
+    /// TOML file with the settings that may be secret or per tenant: `[prometheus] header`,
+    /// `[remote_write] header` and `[otlp] header` (tables NAME = "VALUE", added to the flags'). Unknown keys are
     /// errors.
     #[arg(long = "config.file")]
     pub config_file: Option<PathBuf>,
@@ -181,6 +204,9 @@ pub struct FileConfig {
     /// `[remote_write]`: the receiver.
     #[serde(default)]
     pub remote_write: EndpointFile,
+    /// `[otlp]`: the OTLP receiver.
+    #[serde(default)]
+    pub otlp: EndpointFile,
 }
 
 /// `[prometheus]`, `[remote_write]`.
@@ -302,6 +328,26 @@ impl ServeArgs {
             },
             self.http_timeout,
         )?;
+        let otlp_headers = header_args(&self.otlp_header, &file.otlp);
+        anyhow::ensure!(
+            self.otlp_endpoint.is_some() || otlp_headers.is_empty(),
+            "OTLP headers are set but --otlp.endpoint is not"
+        );
+        let otlp = match &self.otlp_endpoint {
+            Some(url) => Some(Endpoint::new(
+                "otlp",
+                url,
+                &AuthFlags {
+                    username: self.otlp_username,
+                    password_file: self.otlp_password_file,
+                    bearer_token_file: self.otlp_bearer_token_file,
+                    ca_file: self.otlp_ca_file,
+                    headers: otlp_headers,
+                },
+                self.http_timeout,
+            )?),
+            None => None,
+        };
         let models = ModelRegistry::open(&self.models)?;
         Ok(Config {
             listen: parse_listen_address(&self.listen_address)?,
@@ -310,6 +356,7 @@ impl ServeArgs {
                 prometheus,
                 progress,
                 remote_write,
+                otlp,
                 models,
                 interval: self.interval,
                 rate_window,

@@ -40,6 +40,8 @@ pub struct PipelineConfig {
     pub progress: Endpoint,
     /// Remote-write receiver.
     pub remote_write: Endpoint,
+    /// OTLP receiver, if any (`--otlp.endpoint`).
+    pub otlp: Option<Endpoint>,
     /// Models, and the files they come from (read again at tick boundaries when they change).
     pub models: ModelRegistry,
     /// Tick spacing.
@@ -117,6 +119,7 @@ pub struct Pipeline {
     source: Prometheus,
     progress: Prometheus,
     sender: Sender,
+    otlp: Option<crate::otlp::Exporter>,
     energy: Ledger,
     /// Ticks read by one range query; halved when the engine refuses the amount of work.
     chunk_ticks: usize,
@@ -229,6 +232,9 @@ impl Pipeline {
                 telemetry.clone(),
             )
             .with_protocol(config.protocol),
+            otlp: config.otlp.clone().map(|endpoint| {
+                crate::otlp::Exporter::start(endpoint, config.retry, telemetry.clone())
+            }),
             energy: Ledger::new(config.backfill_max_age.as_millis() as i64),
             chunk_ticks: config.backfill_max_ticks,
             config,
@@ -497,6 +503,10 @@ impl Pipeline {
             let shard = self.config.shard.to_string();
             writer.push(&marker_series(&shard, group.iter().map(|t| t.timestamp_ms)));
             self.sender.send_encoded(writer.finish()).await;
+            // After remote write: what OTLP receives was recorded where the estimator resumes.
+            if let Some(otlp) = &self.otlp {
+                otlp.export(&crate::estimate::ticks_series(&estimates, &energy));
+            }
             for e in &estimates {
                 self.telemetry.ticks.inc();
                 if e.timestamp_ms < ready {
