@@ -496,7 +496,7 @@ mod tests {
             let owned: Vec<(String, String)> = ts
                 .labels
                 .iter()
-                .filter(|l| l.name != &b"__name__"[..])
+                .filter(|l| l.name != b"__name__"[..])
                 .map(|l| (text(&l.name), text(&l.value)))
                 .collect();
             let labels: Vec<(&str, &str)> = owned
