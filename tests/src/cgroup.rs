@@ -38,6 +38,20 @@ pub fn usage_seconds(dir: &Path) -> f64 {
     usec as f64 / 1e6
 }
 
+/// `stress-ng --cpu 1` for `seconds`, started inside the cgroup `dir` (the shell moves itself in
+/// before it execs, so no CPU time is charged elsewhere); killed when the guard drops.
+pub fn stress_cpu_in(dir: &Path, seconds: u32) -> crate::Guard {
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {}/cgroup.procs && exec stress-ng --cpu 1 --timeout {seconds}s --quiet",
+            dir.display()
+        ))
+        .spawn()
+        .expect("starting stress-ng (installed by scripts/setup.sh)");
+    crate::Guard::new("stress-ng", child)
+}
+
 /// A 64-hex container id unique to this process and `index`.
 pub fn container_id(index: u32) -> String {
     format!(

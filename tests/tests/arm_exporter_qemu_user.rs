@@ -8,14 +8,15 @@
 //! here: the test asserts that it says so (one log line each, availability 0 with the reason)
 //! and that everything else it serves has the x86-64 exporter's families and values.
 
-use std::process::Command;
 use std::time::Duration;
 
 use greenpipe_common::names::{container, exporter, label, source};
 use greenpipe_tests::arm::{families, CrossExporter, AARCH64};
-use greenpipe_tests::cgroup::{container_id, unified_root, usage_seconds, TestCgroup};
+use greenpipe_tests::cgroup::{
+    container_id, stress_cpu_in, unified_root, usage_seconds, TestCgroup,
+};
 use greenpipe_tests::scrape::{fetch, fresh, sample, samples};
-use greenpipe_tests::{start_exporter, wait_for, Guard};
+use greenpipe_tests::{start_exporter, wait_for};
 
 /// Emulated, the exporter's cycle takes several times longer than natively: room for it.
 const CYCLES: Duration = Duration::from_secs(60);
@@ -50,15 +51,7 @@ fn container_cpu_tracks_cpu_stat_as_the_x86_64_exporters_does() {
         });
     }
 
-    let stress = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {}/cgroup.procs && exec stress-ng --cpu 1 --timeout 5s --quiet",
-            dir.display()
-        ))
-        .spawn()
-        .expect("starting stress-ng (installed by scripts/setup.sh)");
-    let mut stress = Guard::new("stress-ng", stress);
+    let mut stress = stress_cpu_in(&dir, 5);
 
     // While the load runs, both served values lie between two kernel readings taken around them.
     std::thread::sleep(Duration::from_secs(2));

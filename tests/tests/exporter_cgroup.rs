@@ -5,13 +5,14 @@
 //! (`greenpipe-test-<pid>/docker-<64 hex>.scope`) so the exporter finds it with its real
 //! container-id parser.
 
-use std::process::Command;
 use std::time::Duration;
 
 use greenpipe_common::names::{container, label, node, source, SYSTEM_CONTAINER};
-use greenpipe_tests::cgroup::{container_id, unified_root, usage_seconds, TestCgroup};
+use greenpipe_tests::cgroup::{
+    container_id, stress_cpu_in, unified_root, usage_seconds, TestCgroup,
+};
 use greenpipe_tests::scrape::{fetch, fresh, sample, samples};
-use greenpipe_tests::{start_exporter, wait_for, Guard};
+use greenpipe_tests::{start_exporter, wait_for};
 
 /// The cgroup-sourced CPU seconds of a container (the eBPF collector adds `source="bpf"`).
 fn container_cpu(text: &str, id: &str) -> Option<f64> {
@@ -49,15 +50,7 @@ fn container_cpu_tracks_cpu_stat_and_is_not_system() {
     })
     .expect("the exporter reports the test cgroup as a container");
 
-    let stress = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {}/cgroup.procs && exec stress-ng --cpu 1 --timeout 5s --quiet",
-            dir.display()
-        ))
-        .spawn()
-        .expect("starting stress-ng (installed by scripts/setup.sh)");
-    let mut stress = Guard::new("stress-ng", stress);
+    let mut stress = stress_cpu_in(&dir, 5);
 
     // While the load runs: the served value lies between two kernel readings around the sample.
     std::thread::sleep(Duration::from_secs(2));
