@@ -175,6 +175,8 @@ mod contract_tests {
         t.nodes_skipped.with_label_values(&["no_model"]).inc();
         t.models_loaded.with_label_values(&["m"]).set(1.0);
         t.model_reloads.with_label_values(&["applied"]).inc();
+        t.otlp_requests.with_label_values(&["200"]).inc();
+        t.otlp_points_dropped.with_label_values(&["http_400"]).inc();
         let text = t.encode();
         let mut seen = 0;
         for line in text.lines() {
@@ -192,6 +194,6 @@ mod contract_tests {
             }
         }
         // Every family of the estimator's own /metrics (contract::estimator) was seen.
-        assert_eq!(seen, 17, "{text}");
+        assert_eq!(seen, c::ALL.len(), "{text}");
     }
 }
