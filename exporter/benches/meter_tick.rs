@@ -26,7 +26,7 @@ fn sampler(paths: Paths, meter: String) -> Sampler {
     let mut c = Config::for_paths(paths, "bench");
     c.collectors = vec!["meter"];
     c.interval = Duration::from_secs(1);
-    c.meters = vec![meter.parse().unwrap()];
+    c.meter.specs = vec![meter.parse().unwrap()];
     Sampler::new(c).unwrap()
 }
 

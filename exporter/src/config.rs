@@ -14,8 +14,8 @@ use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 use greenpipe_common::listen::{parse_listen_address, ListenAddressError};
 use serde::Deserialize;
 
+use crate::collector::meter::options::{MeterFile, MeterFlags, MeterOptions, MeterOptionsError};
 use crate::collector::{self, REGISTRY};
-use crate::meter::MeterSpec;
 use crate::paths::Paths;
 
 /// Command-line flags as parsed (before merging with the file).
@@ -59,11 +59,9 @@ pub struct Cli {
     /// Log filter (`error`, `warn`, `info`, `debug`, or a tracing filter expression).
     #[arg(long = "log.level", default_value = "info", global = true)]
     pub log_level: String,
-    #[arg(long = "meter", value_name = "KIND:TARGET", global = true, help = crate::meter::flag_help())]
-    pub meters: Vec<String>,
-    /// Longest wait for a meter reading per tick, e.g. `500ms` [default: 500ms].
-    #[arg(long = "meter.timeout", global = true)]
-    pub meter_timeout: Option<String>,
+    /// `--meter`, `--meter.timeout`: the meter collector's, declared with it.
+    #[command(flatten)]
+    pub meter: MeterFlags,
     /// What to do; without a subcommand the exporter runs.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -104,18 +102,6 @@ pub struct FileConfig {
     pub meters: Vec<MeterFile>,
     /// Longest wait for a meter reading per tick, e.g. `"500ms"`.
     pub meter_timeout: Option<String>,
-}
-
-/// `[[meters]]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MeterFile {
-    /// Meter kind (`um25c`, `hwmon`, `rapl`, `shelly`, ...).
-    pub kind: String,
-    /// Device, selector or URL.
-    pub target: String,
-    /// Value of the `meter` label (prefix of the channel names for multi-channel kinds).
-    pub name: Option<String>,
 }
 
 /// `[web]`.
@@ -180,19 +166,8 @@ pub enum ConfigError {
     },
     #[error("--collection.interval must be at least 100ms (got {0})")]
     IntervalTooShort(String),
-    #[error("{origin}: {message}")]
-    Meter {
-        origin: &'static str,
-        message: String,
-    },
-    #[error(
-        "--meter.timeout must be above zero and below --collection.interval ({timeout:?} vs \
-         {interval:?}): a meter must not delay the next tick"
-    )]
-    MeterTimeout {
-        timeout: Duration,
-        interval: Duration,
-    },
+    #[error(transparent)]
+    Meter(#[from] MeterOptionsError),
     #[error("config file [collectors]: unknown collector {name:?} (known: {known})")]
     UnknownCollector { name: String, known: String },
     #[error(transparent)]
@@ -239,10 +214,8 @@ pub struct Config {
     pub options: collector::Options,
     /// Log filter.
     pub log_level: String,
-    /// Power meters to read.
-    pub meters: Vec<MeterSpec>,
-    /// Longest wait for a meter reading per tick.
-    pub meter_timeout: Duration,
+    /// Power meters to read and how long a tick waits for them.
+    pub meter: MeterOptions,
     /// Subcommand given, if any.
     pub command: Option<Command>,
 }
@@ -265,8 +238,7 @@ impl Config {
             explicit: BTreeSet::new(),
             options: collector::Options::default(),
             log_level: "info".into(),
-            meters: Vec::new(),
-            meter_timeout: DEFAULT_METER_TIMEOUT,
+            meter: MeterOptions::default(),
             command: None,
         }
     }
@@ -279,8 +251,7 @@ impl Config {
             interval: self.interval,
             options: &self.options,
             shared: collector::Shared::of(&self.options),
-            meters: &self.meters,
-            meter_timeout: self.meter_timeout,
+            meter: &self.meter,
         }
     }
 
@@ -343,33 +314,6 @@ impl Config {
     }
 }
 
-/// Default `--meter.timeout`: a UM frame takes 135 ms at 9600 baud, plus Bluetooth latency.
-const DEFAULT_METER_TIMEOUT: Duration = Duration::from_millis(500);
-
-fn meters(cli: &[String], file: Vec<MeterFile>) -> Result<Vec<MeterSpec>, ConfigError> {
-    if !cli.is_empty() {
-        return cli
-            .iter()
-            .map(|s| {
-                s.parse::<MeterSpec>()
-                    .map_err(|message| ConfigError::Meter {
-                        origin: "--meter",
-                        message,
-                    })
-            })
-            .collect();
-    }
-    let in_file = |message| ConfigError::Meter {
-        origin: "config file [[meters]]",
-        message,
-    };
-    file.into_iter()
-        .map(|m| {
-            MeterSpec::new(m.kind.parse().map_err(in_file)?, &m.target, m.name).map_err(in_file)
-        })
-        .collect()
-}
-
 fn merge(
     cli: Cli,
     file: FileConfig,
@@ -402,17 +346,11 @@ fn merge(
     if interval < Duration::from_millis(100) {
         return Err(ConfigError::IntervalTooShort(interval_text));
     }
-    let meters = meters(&cli.meters, file.meters)?;
-    let meter_timeout = match cli.meter_timeout.or(file.meter_timeout) {
-        Some(text) => duration("--meter.timeout", &text)?,
-        None => DEFAULT_METER_TIMEOUT.min(interval / 2),
+    let meter_timeout = match cli.meter.timeout.or(file.meter_timeout) {
+        Some(text) => Some(duration("--meter.timeout", &text)?),
+        None => None,
     };
-    if meter_timeout.is_zero() || meter_timeout >= interval {
-        return Err(ConfigError::MeterTimeout {
-            timeout: meter_timeout,
-            interval,
-        });
-    }
+    let meter = MeterOptions::resolve(&cli.meter.meters, file.meters, meter_timeout, interval)?;
     let defaults = Paths::default();
     let paths = Paths {
         procfs: cli.procfs.or(file.paths.procfs).unwrap_or(defaults.procfs),
@@ -454,8 +392,7 @@ fn merge(
         explicit,
         options,
         log_level: cli.log_level,
-        meters,
-        meter_timeout,
+        meter,
         command: cli.command,
     })
 }
@@ -605,9 +542,12 @@ mod tests {
     #[test]
     fn meters_from_flags_or_file() {
         let c = parse(&["--meter", "um25c:/dev/rfcomm0", "--meter", "rapl:auto"]).unwrap();
-        assert_eq!(c.meters.len(), 2);
-        assert_eq!(c.meters[0].to_string(), "um25c:/dev/rfcomm0");
-        assert_eq!(c.meter_timeout, DEFAULT_METER_TIMEOUT);
+        assert_eq!(c.meter.specs.len(), 2);
+        assert_eq!(c.meter.specs[0].to_string(), "um25c:/dev/rfcomm0");
+        assert_eq!(
+            c.meter.timeout,
+            crate::collector::meter::options::DEFAULT_TIMEOUT
+        );
         assert!(parse(&["--meter", "um25c"]).is_err());
         assert!(
             parse(&["--meter.timeout", "1s"]).is_err(),
@@ -621,8 +561,8 @@ mod tests {
         )
         .unwrap();
         let c = parse(&["--config.file", path.to_str().unwrap()]).unwrap();
-        assert_eq!(c.meters[0].name.as_deref(), Some("rack"));
-        assert_eq!(c.meter_timeout, Duration::from_millis(300));
+        assert_eq!(c.meter.specs[0].name.as_deref(), Some("rack"));
+        assert_eq!(c.meter.timeout, Duration::from_millis(300));
         // A flag replaces the file's list.
         let c = parse(&[
             "--config.file",
@@ -631,8 +571,8 @@ mod tests {
             "hwmon:auto",
         ])
         .unwrap();
-        assert_eq!(c.meters.len(), 1);
-        assert_eq!(c.meters[0].to_string(), "hwmon:auto");
+        assert_eq!(c.meter.specs.len(), 1);
+        assert_eq!(c.meter.specs[0].to_string(), "hwmon:auto");
         std::fs::write(
             &path,
             "[[meters]]\nkind = \"shelly\"\ntarget = \"http://p\"\nport = 1\n",
@@ -650,7 +590,7 @@ mod tests {
     fn meters_subcommand_keeps_global_flags() {
         let c = parse(&["meters", "--meter", "hwmon:auto"]).unwrap();
         assert_eq!(c.command, Some(Command::Meters));
-        assert_eq!(c.meters.len(), 1);
+        assert_eq!(c.meter.specs.len(), 1);
         assert_eq!(parse(&[]).unwrap().command, None);
         assert_eq!(parse(&["board"]).unwrap().command, Some(Command::Board));
     }

@@ -34,7 +34,7 @@ fn run() -> anyhow::Result<()> {
         Some(Command::Meters) => {
             print!(
                 "{}",
-                meter::report(&config.paths, config.meter_timeout, &config.meters)
+                meter::report(&config.paths, config.meter.timeout, &config.meter.specs)
             );
             Ok(())
         }

@@ -23,8 +23,8 @@ fn example_config_is_accepted_as_written() {
     assert_eq!(c.node_name, "pi5-kitchen");
     assert_eq!(c.interval, Duration::from_secs(1));
     assert_eq!(c.listen.port(), 9910);
-    assert_eq!(c.meters.len(), 1, "{:?}", c.meters);
-    assert_eq!(c.meter_timeout, Duration::from_millis(500));
+    assert_eq!(c.meter.specs.len(), 1, "{:?}", c.meter.specs);
+    assert_eq!(c.meter.timeout, Duration::from_millis(500));
 }
 
 #[test]

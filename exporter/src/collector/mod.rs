@@ -8,7 +8,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::meter::MeterSpec;
 use crate::metrics::MetricSet;
 use crate::paths::Paths;
 
@@ -133,10 +132,9 @@ pub struct Context<'a> {
     pub options: &'a Options,
     /// Settings more than one collector needs.
     pub shared: Shared,
-    /// Power meters to read (`--meter`, `[[meters]]`; also what `meters` reports on).
-    pub meters: &'a [MeterSpec],
-    /// Longest wait for a meter reading per tick.
-    pub meter_timeout: Duration,
+    /// The meter collector's options (global flags and top-level file keys, so not in
+    /// [`Options`]).
+    pub meter: &'a meter::options::MeterOptions,
 }
 
 /// Settings more than one collector needs, so that no collector reads another's options. Each

@@ -17,8 +17,8 @@ pub fn sampler(paths: Paths, meters: &[String], interval: Duration, timeout: Dur
     let mut c = Config::for_paths(paths, "pi-1");
     c.collectors = vec!["meter"];
     c.interval = interval;
-    c.meter_timeout = timeout;
-    c.meters = meters.iter().map(|m| m.parse().unwrap()).collect();
+    c.meter.timeout = timeout;
+    c.meter.specs = meters.iter().map(|m| m.parse().unwrap()).collect();
     Sampler::new(c).unwrap()
 }
 

@@ -6,6 +6,8 @@
 //! error counter grows by reason, and its power, voltage and current are withdrawn rather than
 //! left at a stale value; its energy total stays (a counter never disappears or goes down).
 
+pub mod options;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -46,7 +48,7 @@ struct MeterCollector {
 }
 
 fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
-    if ctx.meters.is_empty() {
+    if ctx.meter.specs.is_empty() {
         return Err(CollectError::Unavailable(
             "no meter configured (--meter KIND:TARGET)".into(),
         ));
@@ -58,8 +60,8 @@ fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
     let mut channels = Vec::new();
     let mut missing = Vec::new();
     let mut names = BTreeSet::new();
-    for spec in ctx.meters {
-        match meter::build(spec, ctx.paths, ctx.meter_timeout) {
+    for spec in &ctx.meter.specs {
+        match meter::build(spec, ctx.paths, ctx.meter.timeout) {
             Ok(built) => {
                 for channel in built {
                     if !names.insert(channel.name.clone()) {
@@ -89,7 +91,7 @@ fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
     Ok(Box::new(MeterCollector {
         channels,
         seq: 0,
-        timeout: ctx.meter_timeout,
+        timeout: ctx.meter.timeout,
     }))
 }
 
