@@ -8,6 +8,7 @@ pub mod arm;
 pub mod cgroup;
 pub mod closed_loop_meter;
 pub mod control_plane;
+pub mod models;
 pub mod pki;
 pub mod scrape;
 
@@ -146,19 +147,30 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Starts `greenpipe-exporter` for `node` on `127.0.0.1:port` with `extra` flags, its stderr
+/// written to `log` (or dropped).
+pub fn spawn_exporter(node: &str, port: u16, extra: &[&str], log: Option<&Path>) -> Guard {
+    let stderr = match log {
+        Some(path) => Stdio::from(std::fs::File::create(path).expect("creating the exporter log")),
+        None => Stdio::null(),
+    };
+    let child = Command::new(workspace_binary("greenpipe-exporter"))
+        .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
+        .args(["--node-name", node])
+        .args(extra)
+        .stderr(stderr)
+        .spawn()
+        .expect("starting the exporter");
+    Guard::new("exporter", child)
+}
+
 /// Starts `greenpipe-exporter` for `node` on a free loopback port, collecting every 500 ms, with
 /// `extra` flags; returns its guard and its `/metrics` URL.
 pub fn start_exporter(node: &str, extra: &[&str]) -> (Guard, String) {
     let port = free_port();
-    let child = Command::new(workspace_binary("greenpipe-exporter"))
-        .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
-        .args(["--node-name", node, "--collection.interval", "500ms"])
-        .args(extra)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting the exporter");
+    let extra = [&["--collection.interval", "500ms"], extra].concat();
     (
-        Guard::new("exporter", child),
+        spawn_exporter(node, port, &extra, None),
         format!("http://127.0.0.1:{port}/metrics"),
     )
 }
@@ -306,8 +318,8 @@ impl Prometheus {
 
     /// Starts (or restarts, keeping the data) the server process.
     pub fn spawn(&mut self) -> anyhow::Result<()> {
-        let log = std::fs::File::create(self.dir.path().join("prometheus.log"))?;
-        let child = Command::new("prometheus")
+        let mut command = Command::new("prometheus");
+        command
             .arg(format!(
                 "--config.file={}",
                 self.dir.path().join("prometheus.yml").display()
@@ -319,24 +331,13 @@ impl Prometheus {
             .arg(format!("--web.listen-address=127.0.0.1:{}", self.port))
             .arg("--web.enable-remote-write-receiver")
             .arg("--web.enable-lifecycle")
-            .arg("--storage.tsdb.retention.time=1d")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .context(
-                "starting prometheus (is Debian's `prometheus` installed? scripts/setup.sh)",
-            )?;
-        self.guard = Some(Guard::new("prometheus", child));
-        let ready = wait_for(Duration::from_secs(30), || {
-            reqwest::blocking::get(format!("{}/-/ready", self.url))
-                .ok()
-                .filter(|r| r.status().is_success())
-        });
-        if ready.is_none() {
-            let log =
-                std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default();
-            bail!("prometheus did not become ready on {}:\n{log}", self.url);
-        }
+            .arg("--storage.tsdb.retention.time=1d");
+        self.guard = Some(spawn_until_ready(
+            "prometheus",
+            command,
+            self.dir.path(),
+            &format!("{}/-/ready", self.url),
+        )?);
         Ok(())
     }
 
@@ -488,12 +489,74 @@ pub fn gauge_series(
     series_of(name, labels, window, |_| value)
 }
 
+/// The smallest input `serve` estimates a node from, over `span`: `node`'s CPU busy 1 s/s
+/// (`user`) and idle 3 s/s, and one container (`container`: its `node`, `container_id` and
+/// `pod_uid` labels) using 0.5 s/s of it (source `cgroup`) with 2 processes.
+pub fn one_container_node(
+    node: &str,
+    container: &[(&str, &str)],
+    span: (i64, i64, i64),
+) -> Vec<greenpipe_estimator::remote_write::TimeSeries> {
+    use greenpipe_common::names::{container as c, node as n};
+    vec![
+        counter_series(
+            n::CPU_SECONDS_TOTAL,
+            &[("node", node), ("mode", "user")],
+            1.0,
+            span,
+        ),
+        counter_series(
+            n::CPU_SECONDS_TOTAL,
+            &[("node", node), ("mode", "idle")],
+            3.0,
+            span,
+        ),
+        counter_series(
+            c::CPU_SECONDS_TOTAL,
+            &[container, &[("source", "cgroup")]].concat(),
+            0.5,
+            span,
+        ),
+        gauge_series(c::PROCESSES, container, 2.0, span),
+    ]
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock after 1970")
         .as_millis() as i64
+}
+
+/// Starts the storage server `program` (a Debian package of the same name) with its stderr in
+/// `dir/<program>.log`, and waits up to 30 s for `ready_url` to answer 2xx; the log is in the
+/// error when it does not.
+fn spawn_until_ready(
+    program: &str,
+    mut command: Command,
+    dir: &Path,
+    ready_url: &str,
+) -> anyhow::Result<Guard> {
+    let log_path = dir.join(format!("{program}.log"));
+    let child = command
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path)?)
+        .spawn()
+        .with_context(|| {
+            format!("starting {program} (is Debian's `{program}` installed? scripts/setup.sh)")
+        })?;
+    let guard = Guard::new(program, child);
+    let ready = wait_for(Duration::from_secs(30), || {
+        reqwest::blocking::get(ready_url)
+            .ok()
+            .filter(|r| r.status().is_success())
+    });
+    if ready.is_none() {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        bail!("{program} did not become ready at {ready_url}:\n{log}");
+    }
+    Ok(guard)
 }
 
 /// A private VictoriaMetrics (Debian's `victoria-metrics`) on a loopback port, with its own data
@@ -530,7 +593,6 @@ impl VictoriaMetrics {
 
     /// Starts (or restarts, keeping the data) the server process.
     pub fn spawn(&mut self) -> anyhow::Result<()> {
-        let log = std::fs::File::create(self.dir.path().join("victoria-metrics.log"))?;
         let mut command = Command::new("victoria-metrics");
         command
             .arg(format!("-httpListenAddr=127.0.0.1:{}", self.port))
@@ -542,23 +604,12 @@ impl VictoriaMetrics {
         if let Some(offset) = &self.latency_offset {
             command.arg(format!("-search.latencyOffset={offset}"));
         }
-        let child = command
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .context("starting victoria-metrics (is Debian's `victoria-metrics` installed? scripts/setup.sh)")?;
-        self.guard = Some(Guard::new("victoria-metrics", child));
-        let url = self.url.clone();
-        let ready = wait_for(Duration::from_secs(30), || {
-            reqwest::blocking::get(format!("{url}/health"))
-                .ok()
-                .filter(|r| r.status().is_success())
-        });
-        if ready.is_none() {
-            let log = std::fs::read_to_string(self.dir.path().join("victoria-metrics.log"))
-                .unwrap_or_default();
-            bail!("victoria-metrics did not become ready on {url}:\n{log}");
-        }
+        self.guard = Some(spawn_until_ready(
+            "victoria-metrics",
+            command,
+            self.dir.path(),
+            &format!("{}/health", self.url),
+        )?);
         Ok(())
     }
 

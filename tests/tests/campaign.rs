@@ -41,6 +41,19 @@ fn stack(dir: &Path, node: &str, meter: Option<&Path>) -> (Guard, Prometheus) {
     (exporter, prom)
 }
 
+/// `run --plan plan --node node --prometheus-url url`.
+fn run_args<'a>(plan: &'a Path, node: &'a str, prometheus_url: &'a str) -> [&'a str; 7] {
+    [
+        "run",
+        "--plan",
+        plan.to_str().expect("a UTF-8 plan path"),
+        "--node",
+        node,
+        "--prometheus-url",
+        prometheus_url,
+    ]
+}
+
 fn campaign(args: &[&str], out: &Path) -> Command {
     let mut cmd = Command::new(workspace_binary("greenpipe-campaign"));
     cmd.args(args).arg("--out").arg(out);
@@ -128,20 +141,9 @@ fn ci_plan_end_to_end_with_the_closed_loop_meter() {
     let out = dir.path().join("campaign");
     let plan = workspace_root().join("deploy/profiling/plans/ci.toml");
     let started = std::time::Instant::now();
-    let status = campaign(
-        &[
-            "run",
-            "--plan",
-            plan.to_str().unwrap(),
-            "--node",
-            node,
-            "--prometheus-url",
-            &prom.url,
-        ],
-        &out,
-    )
-    .status()
-    .expect("running campaign run");
+    let status = campaign(&run_args(&plan, node, &prom.url), &out)
+        .status()
+        .expect("running campaign run");
     eprintln!(
         "CI plan wall time: {:.0} s",
         started.elapsed().as_secs_f64()
@@ -325,15 +327,7 @@ args = ["--cpu", "1", "--vm", "1", "--vm-bytes", "32M", "--timeout", "{timeout}"
     )
     .unwrap();
     let out: PathBuf = dir.path().join("campaign");
-    let args = [
-        "run",
-        "--plan",
-        plan.to_str().unwrap(),
-        "--node",
-        node,
-        "--prometheus-url",
-        &prom.url,
-    ];
+    let args = run_args(&plan, node, &prom.url);
     // First run: interrupted with SIGINT once step one is recorded.
     let child = campaign(&args, &out).stderr(Stdio::null()).spawn().unwrap();
     let mut first = Guard::new("campaign", child);

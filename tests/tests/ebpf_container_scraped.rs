@@ -5,11 +5,11 @@
 //! `--collector.ebpf.per-process`, the busy process's own series arrive too, under its pid and
 //! container, and the page passes `promtool check metrics`.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use greenpipe_tests::scrape::{fetch, promtool_check};
-use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard, Prometheus};
+use greenpipe_tests::{free_port, spawn_exporter, wait_for, Guard, Prometheus};
 
 /// A cgroup v2 directory named like a Docker container scope; killed and removed on drop.
 struct ContainerCgroup {
@@ -74,18 +74,7 @@ fn busy_container() -> (ContainerCgroup, Guard, String) {
 /// The exporter binary on a free port with `extra` flags.
 fn exporter(extra: &[&str]) -> (Guard, u16) {
     let port = free_port();
-    let child = Command::new(workspace_binary("greenpipe-exporter"))
-        .args([
-            "--web.listen-address",
-            &format!("127.0.0.1:{port}"),
-            "--node-name",
-            "ebpf-node",
-        ])
-        .args(extra)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    (Guard::new("exporter", child), port)
+    (spawn_exporter("ebpf-node", port, extra, None), port)
 }
 
 #[test]

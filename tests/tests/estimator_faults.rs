@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use greenpipe_common::names::{container as c, estimate, estimator as self_metric, node as n};
+use greenpipe_common::names::{estimate, estimator as self_metric};
 use greenpipe_tests::{
-    counter_series, free_port, gauge_series, now_ms, raw_samples, remote_write, wait_for,
-    workspace_binary, Guard, Prometheus,
+    free_port, now_ms, one_container_node, raw_samples, remote_write, wait_for, workspace_binary,
+    Guard, Prometheus,
 };
 
 const MODEL: &str = r#"{
@@ -243,27 +243,7 @@ fn a_misbehaving_prometheus_gives_counted_errors_and_loses_no_tick() {
     let labels = [("node", "f1"), ("container_id", "k1"), ("pod_uid", "p1")];
     remote_write(
         &prom.remote_write_url(),
-        vec![
-            counter_series(
-                n::CPU_SECONDS_TOTAL,
-                &[("node", "f1"), ("mode", "user")],
-                1.0,
-                span,
-            ),
-            counter_series(
-                n::CPU_SECONDS_TOTAL,
-                &[("node", "f1"), ("mode", "idle")],
-                3.0,
-                span,
-            ),
-            counter_series(
-                c::CPU_SECONDS_TOTAL,
-                &[labels.as_slice(), &[("source", "cgroup")]].concat(),
-                0.5,
-                span,
-            ),
-            gauge_series(c::PROCESSES, &labels, 2.0, span),
-        ],
+        one_container_node("f1", &labels, span),
     )
     .expect("pushing features");
     let models = dir.path().join("models.json");

@@ -19,25 +19,15 @@ use std::time::Duration;
 use greenpipe_common::names::estimate;
 use greenpipe_estimator::remote_write;
 use greenpipe_estimator::shard::hashmod;
+use greenpipe_tests::models::{file_json, linear_test_model};
 use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard, Prometheus};
 
-/// The linear model of `estimator_serve.rs`: node CPU and network, attribution by CPU.
-const MODELS: &str = r#"{
-  "schema_version": 1,
-  "models": [
-    {
-      "name": "linear-test",
-      "selector": {"default": true},
-      "features": [
-        {"feature": "cpu_seconds_per_second", "mean": 0.0, "scale": 1.0},
-        {"feature": "network_bytes_per_second", "mean": 0.0, "scale": 1000000.0}
-      ],
-      "regressor": {"kind": "linear", "intercept": 3.0, "coefficients": [2.0, 0.5]},
-      "idle_power_watts": 3.0,
-      "attribution_weights": [{"feature": "cpu_seconds_per_second", "watts_per_unit": 2.0}]
-    }
-  ]
-}"#;
+/// The linear model of `estimator_serve.rs`, attributing by CPU alone.
+fn model_json() -> String {
+    file_json(&[linear_test_model(
+        r#"[{"feature": "cpu_seconds_per_second", "watts_per_unit": 2.0}]"#,
+    )])
+}
 
 type Labels = BTreeMap<String, String>;
 
@@ -326,7 +316,7 @@ fn nodes_of(written: &BTreeMap<(Labels, i64), f64>) -> BTreeSet<String> {
 fn shard_replicas_read_only_their_nodes_and_together_write_what_one_replica_writes() {
     let dir = tempfile::tempdir().unwrap();
     let models = dir.path().join("models.json");
-    std::fs::write(&models, MODELS).unwrap();
+    std::fs::write(&models, model_json()).unwrap();
     let names = node_names();
     let mut exporters = Vec::new();
     let mut targets = Vec::new();
@@ -520,7 +510,7 @@ fn with_field(body: &[u8], field: &str) -> Vec<u8> {
 fn query_engine_limits_warnings_and_partial_answers_are_handled_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let models = dir.path().join("models.json");
-    std::fs::write(&models, MODELS).unwrap();
+    std::fs::write(&models, model_json()).unwrap();
     let port = free_port();
     let exporter = Command::new(workspace_binary("greenpipe-exporter"))
         .args(["--node-name", "engine-node", "--no-collector.ebpf"])

@@ -14,39 +14,32 @@ use greenpipe_common::features::{Feature, FeatureValues};
 use greenpipe_common::model::ModelFile;
 use greenpipe_common::names::{container as c, estimate, estimator as self_metric, node as n};
 use greenpipe_estimator::remote_write::{self, TimeSeries};
+use greenpipe_tests::models::{file_json, linear_test_model};
 use greenpipe_tests::{
     counter_series, free_port, gauge_series, now_ms, raw_samples, remote_write, wait_for,
     workspace_binary, Guard, Prometheus, StoredSeries, VictoriaMetrics,
 };
 
 /// Two models: a linear one for every node, an interpolation one for `n2` by name.
-const MODELS: &str = r#"{
-  "schema_version": 1,
-  "models": [
-    {
-      "name": "linear-test",
-      "selector": {"default": true},
-      "features": [
-        {"feature": "cpu_seconds_per_second", "mean": 0.0, "scale": 1.0},
-        {"feature": "network_bytes_per_second", "mean": 0.0, "scale": 1000000.0}
-      ],
-      "regressor": {"kind": "linear", "intercept": 3.0, "coefficients": [2.0, 0.5]},
-      "idle_power_watts": 3.0,
-      "attribution_weights": [
+static MODELS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    file_json(&[
+        linear_test_model(
+            r#"[
         {"feature": "cpu_seconds_per_second", "watts_per_unit": 2.0},
         {"feature": "network_bytes_per_second", "watts_per_unit": 0.0000005}
-      ]
-    },
-    {
+      ]"#,
+        ),
+        r#"{
       "name": "interp-n2",
       "selector": {"node": "n2"},
       "features": [],
       "regressor": {"kind": "utilisation_interpolation", "cpus": 4.0, "max_watts": 6.0},
       "idle_power_watts": 2.0,
       "attribution_weights": [{"feature": "cpu_seconds_per_second", "watts_per_unit": 1.0}]
-    }
-  ]
-}"#;
+    }"#
+        .to_string(),
+    ])
+});
 
 /// A container of the simulated fleet: id, CPU rate, network rate, processes.
 struct Ctr(&'static str, f64, Option<f64>, f64);
@@ -175,7 +168,7 @@ fn fleet_series_every(from: i64, to: i64, step_ms: i64) -> Vec<TimeSeries> {
 /// Expected node power and per-container total shares, computed here from the inputs with the
 /// model file's arithmetic (not with the estimator's attribution code).
 fn expected(node: &str) -> (f64, BTreeMap<String, f64>) {
-    let models = ModelFile::from_json(MODELS).unwrap();
+    let models = ModelFile::from_json(&MODELS).unwrap();
     let (_, cpu, net, containers) = fleet().into_iter().find(|f| f.0 == node).unwrap();
     let mut x = FeatureValues::default();
     x.set(Feature::CpuSecondsPerSecond, cpu);
@@ -281,7 +274,7 @@ impl Estimator {
 
 fn model_file(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("models.json");
-    std::fs::write(&path, MODELS).unwrap();
+    std::fs::write(&path, &*MODELS).unwrap();
     path
 }
 

@@ -9,10 +9,10 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use greenpipe_common::names::{container as c, estimate, estimator as own, node as n};
+use greenpipe_common::names::{estimate, estimator as own};
 use greenpipe_tests::{
-    counter_series, free_port, gauge_series, now_ms, raw_samples, remote_write, self_metric,
-    test_binary, wait_for, Guard, Prometheus,
+    free_port, now_ms, one_container_node, raw_samples, remote_write, self_metric, test_binary,
+    wait_for, Guard, Prometheus,
 };
 
 const MODEL: &str = r#"{
@@ -127,27 +127,7 @@ fn headers_from_flags_and_config_file_reach_the_server_and_are_not_logged() {
     let labels = [("node", "h1"), ("container_id", "k1"), ("pod_uid", "p1")];
     remote_write(
         &prom.remote_write_url(),
-        vec![
-            counter_series(
-                n::CPU_SECONDS_TOTAL,
-                &[("node", "h1"), ("mode", "user")],
-                1.0,
-                span,
-            ),
-            counter_series(
-                n::CPU_SECONDS_TOTAL,
-                &[("node", "h1"), ("mode", "idle")],
-                3.0,
-                span,
-            ),
-            counter_series(
-                c::CPU_SECONDS_TOTAL,
-                &[labels.as_slice(), &[("source", "cgroup")]].concat(),
-                0.5,
-                span,
-            ),
-            gauge_series(c::PROCESSES, &labels, 2.0, span),
-        ],
+        one_container_node("h1", &labels, span),
     )
     .expect("pushing features");
     let seen = Arc::new(Mutex::new(Seen::default()));

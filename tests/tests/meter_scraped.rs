@@ -3,13 +3,12 @@
 //! frozen); replugging brings both back with the energy counter intact. The served text passes
 //! `promtool check metrics`.
 
-use std::process::Command;
 use std::time::Duration;
 
 use greenpipe_exporter::meter::um_emulator::Emulator;
 use greenpipe_exporter::meter::usb_um::{DataGroup, Frame, Model};
 use greenpipe_tests::scrape::promtool_check;
-use greenpipe_tests::{free_port, wait_for, workspace_binary, Guard, Prometheus};
+use greenpipe_tests::{free_port, spawn_exporter, wait_for, Prometheus};
 
 const SERIES: &str = "{node=\"e2e-meter\",meter=\"rfcomm0\",kind=\"um25c\"}";
 
@@ -36,22 +35,18 @@ fn um25c_on_a_pty_reaches_prometheus_and_survives_unplug() {
     let link = dir.path().join("rfcomm0");
     let mut emu = Emulator::start(&link, frame(1000)).expect("pty emulator");
     let port = free_port();
-    let exporter = Command::new(workspace_binary("greenpipe-exporter"))
-        .args([
-            "--web.listen-address",
-            &format!("127.0.0.1:{port}"),
-            "--node-name",
-            "e2e-meter",
+    let _exporter = spawn_exporter(
+        "e2e-meter",
+        port,
+        &[
             "--meter",
             &format!("um25c:{}", link.display()),
             // Generous: a loaded CI machine must not turn into a scripted-looking fault.
             "--meter.timeout",
             "900ms",
-        ])
-        .stderr(std::fs::File::create(dir.path().join("exporter.log")).unwrap())
-        .spawn()
-        .expect("starting exporter");
-    let _exporter = Guard::new("exporter", exporter);
+        ],
+        Some(&dir.path().join("exporter.log")),
+    );
     let prom = Prometheus::start(&[format!("127.0.0.1:{port}")], "1s").expect("prometheus");
 
     let power = wait_for(Duration::from_secs(30), || {

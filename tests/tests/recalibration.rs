@@ -27,7 +27,7 @@ use greenpipe_tests::closed_loop_meter::{
 };
 use greenpipe_tests::{
     counter_series, free_port, gauge_series, now_ms, raw_samples, remote_write, series_of,
-    wait_for, workspace_binary, Guard, Prometheus,
+    spawn_exporter, wait_for, workspace_binary, Guard, Prometheus,
 };
 
 /// A linear model of CPU only: `intercept + coefficient * cpu`.
@@ -518,21 +518,17 @@ fn closed_loop(noise_watts: f64, seed: u64) -> Loop {
     )
     .expect("closed-loop meter");
     let port = free_port();
-    let exporter = Command::new(workspace_binary("greenpipe-exporter"))
-        .args([
-            "--web.listen-address",
-            &format!("127.0.0.1:{port}"),
-            "--node-name",
-            NODE,
+    let exporter = spawn_exporter(
+        NODE,
+        port,
+        &[
             "--meter",
             &format!("um25c:{}", link.display()),
             "--meter.timeout",
             "900ms",
-        ])
-        .stderr(std::fs::File::create(dir.path().join("exporter.log")).unwrap())
-        .spawn()
-        .expect("starting exporter");
-    let exporter = Guard::new("exporter", exporter);
+        ],
+        Some(&dir.path().join("exporter.log")),
+    );
     let prom = Prometheus::start_with_config(&format!(
         "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: greenpipe-exporter\n    \
          scrape_interval: 1s\n    scrape_timeout: 1s\n    static_configs:\n      - targets: \

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use greenpipe_common::names::{container as c, estimate, estimator as own, node as n};
+use greenpipe_common::names::{estimate, estimator as own};
 use greenpipe_estimator::endpoint::{AuthFlags, Endpoint};
 use greenpipe_estimator::remote_write::v2::{self, Description, MetricType};
 use greenpipe_estimator::remote_write::{
@@ -22,8 +22,8 @@ use greenpipe_estimator::remote_write::{
 };
 use greenpipe_estimator::telemetry::Telemetry;
 use greenpipe_tests::{
-    counter_series, free_port, gauge_series, now_ms, raw_samples, remote_write, self_metric,
-    test_binary, wait_for, workspace_root, Guard, Prometheus, StoredSeries,
+    free_port, now_ms, one_container_node, raw_samples, remote_write, self_metric, test_binary,
+    wait_for, workspace_root, Guard, Prometheus, StoredSeries,
 };
 
 /// The directory of the Prometheus 3 build (built on first use, cached per machine).
@@ -386,27 +386,7 @@ fn the_estimator_writes_2_0_to_prometheus_3_exactly_what_it_writes_as_1_0() {
     let ctr = [("node", "r1"), ("container_id", "k1"), ("pod_uid", "p1")];
     remote_write(
         &format!("{}/api/v1/write", p3.url),
-        vec![
-            counter_series(
-                n::CPU_SECONDS_TOTAL,
-                &[("node", "r1"), ("mode", "user")],
-                1.0,
-                span,
-            ),
-            counter_series(
-                n::CPU_SECONDS_TOTAL,
-                &[("node", "r1"), ("mode", "idle")],
-                3.0,
-                span,
-            ),
-            counter_series(
-                c::CPU_SECONDS_TOTAL,
-                &[ctr.as_slice(), &[("source", "cgroup")]].concat(),
-                0.5,
-                span,
-            ),
-            gauge_series(c::PROCESSES, &ctr, 2.0, span),
-        ],
+        one_container_node("r1", &ctr, span),
     )
     .expect("pushing features");
     let dir = tempfile::tempdir().unwrap();
