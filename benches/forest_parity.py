@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scikit-learn's side of the forest- and boosting-parity check (estimator/src/offline/parity.rs).
+"""scikit-learn's side of the forest- and boosting-parity check (offline/src/parity.rs).
 
 greenpipe-estimator writes the node's rows as a matrix CSV: the feature columns (raw values, the
 columns every other bench uses: each canonical column that varies), `power_watts`, and `fold`,

@@ -53,7 +53,7 @@ if ! "$venv/bin/python" -c 'import kubernetes_validate, cloudcoil.models.prometh
   /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/requirements-deploy.txt"
 fi
-# The scikit-learn side of the forest-parity test (estimator/src/offline/parity.rs), same venv.
+# The scikit-learn side of the forest-parity test (offline/src/parity.rs), same venv.
 if ! "$venv/bin/python" -c 'import sys, pandas, sklearn; sys.exit(sklearn.__version__ != "1.9.1")' 2>/dev/null; then
   echo "setup: installing scikit-learn into $venv for the forest-parity test"
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/requirements-bench.txt"

@@ -12,11 +12,11 @@ use greenpipe_common::trace::{write_trace, TraceError};
 use crate::energy::{self, SourceEnergy};
 use crate::plan::{Plan, Tag};
 use crate::windows::{self, Status, Window};
-use greenpipe_estimator::offline::dataset::{self, DatasetArgs};
-use greenpipe_estimator::offline::report::SummaryRow;
-use greenpipe_estimator::offline::train::{self, TrainArgs};
-use greenpipe_estimator::offline::validate::{self, ValidateArgs};
-use greenpipe_estimator::offline::OfflineOptions;
+use greenpipe_offline::dataset::{self, DatasetArgs};
+use greenpipe_offline::report::SummaryRow;
+use greenpipe_offline::train::{self, TrainArgs};
+use greenpipe_offline::validate::{self, ValidateArgs};
+use greenpipe_offline::OfflineOptions;
 
 /// What became of one step.
 #[derive(Debug, Clone)]
@@ -66,7 +66,7 @@ pub enum AnalysisError {
     #[error("starting the async runtime")]
     Runtime(#[source] std::io::Error),
     #[error(transparent)]
-    Options(#[from] greenpipe_estimator::offline::OptionsError),
+    Options(#[from] greenpipe_offline::OptionsError),
     #[error("{}", path.display())]
     ModelFile { path: PathBuf, source: ModelError },
 }

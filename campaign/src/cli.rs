@@ -7,8 +7,8 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Plan;
-use crate::{analysis, kubernetes, report, runner, windows};
+use greenpipe_campaign::plan::Plan;
+use greenpipe_campaign::{analysis, kubernetes, report, runner, windows};
 
 /// `campaign` subcommands.
 #[derive(Debug, Subcommand)]

@@ -12,7 +12,6 @@
 //! files (see [`report`]).
 
 pub mod analysis;
-pub mod cli;
 pub mod energy;
 pub mod kubernetes;
 pub mod plan;

@@ -3,8 +3,10 @@
 //! Profiling campaigns: `run` a plan's steps on this node, then dataset, train, validate and
 //! report; `report` rebuilds the report of a campaign directory.
 
+mod cli;
+
 use clap::Parser;
-use greenpipe_campaign::cli::{self, CampaignCommand};
+use cli::CampaignCommand;
 
 /// GreenPipe profiling campaigns: benchmarks under a meter, then a trained and validated model.
 #[derive(Debug, Parser)]

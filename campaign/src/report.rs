@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use crate::analysis::{Analysis, StepResult};
 use crate::energy::{PowerSource, SourceEnergy};
 use crate::plan::{config_text, Plan, Tag, CONFIG_KEYS};
-use greenpipe_estimator::offline::baselines::{CPU_ONLY, STRESS_ONLY};
-use greenpipe_estimator::offline::plots;
-use greenpipe_estimator::offline::report::{self, SummaryRow, ALL};
+use greenpipe_offline::baselines::{CPU_ONLY, STRESS_ONLY};
+use greenpipe_offline::plots;
+use greenpipe_offline::report::{self, SummaryRow, ALL};
 
 /// The exact header of `energy.csv`.
 pub const ENERGY_HEADER: &str = "node,workload,model,precision,engine,threads,mode,inferences,\

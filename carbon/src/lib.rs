@@ -12,12 +12,11 @@
 //!   carbon-blind placement and a perfect-knowledge oracle.
 //! * [`sink`]: where the intensity metric goes (remote write).
 //!
-//! The `greenpipe-carbon` binary (`src/main.rs`) exposes all of it through [`cli::run`]; it is
+//! The `greenpipe-carbon` binary (`src/main.rs`) exposes all of it through its `cli` module; it is
 //! a binary of its own so that the estimator does not link the Kubernetes client.
 #![deny(missing_docs)]
 
 pub mod backtest;
-pub mod cli;
 pub mod controller;
 pub mod forecast;
 pub mod patch;
@@ -31,7 +30,7 @@ pub mod sink;
 pub mod sources;
 pub mod time;
 
-/// Errors of the library; the CLI wraps them with context via `anyhow`.
+/// Errors of the library; the binary's `cli` module wraps them with context via `anyhow`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Input that does not have the documented shape or values.

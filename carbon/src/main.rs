@@ -3,6 +3,8 @@
 //! The carbon tools are their own binary so that the estimator does not link the Kubernetes
 //! client (`kube`, `k8s-openapi`) that only the placement controller needs.
 
+mod cli;
+
 use clap::Parser;
 
 /// GreenPipe carbon: grid carbon intensity sources, forecasts, backtests, queries and node placement.
@@ -13,7 +15,7 @@ struct Cli {
     #[arg(long = "log.level", default_value = "info", global = true)]
     log_level: String,
     #[command(flatten)]
-    args: greenpipe_carbon::cli::Args,
+    args: cli::Args,
 }
 
 fn main() {
@@ -26,7 +28,7 @@ fn main() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    if let Err(err) = greenpipe_carbon::cli::run(cli.args) {
+    if let Err(err) = cli::run(cli.args) {
         eprintln!("greenpipe-carbon: {err:#}");
         std::process::exit(1);
     }

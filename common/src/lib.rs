@@ -11,6 +11,7 @@
 
 pub mod container_id;
 pub mod contract;
+pub mod feature_queries;
 pub mod features;
 pub mod linalg;
 pub mod listen;

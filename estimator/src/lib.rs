@@ -9,7 +9,6 @@ pub mod estimate;
 pub mod http;
 pub mod model_registry;
 pub mod models;
-pub mod offline;
 pub mod otlp;
 pub mod promql;
 pub mod readout;

@@ -1,15 +1,15 @@
 //! Command-line arguments of the offline subcommands (each owns its `clap::Args`, so `main.rs`
-//! only lists them).
+//! only lists them). A module of the binary, not the library: it reports with `anyhow`.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::offline::crossval::{self, CrossvalArgs};
-use crate::offline::dataset::DatasetArgs;
-use crate::offline::train::{self, TrainArgs};
-use crate::offline::validate::{self, ValidateArgs};
-use crate::offline::OfflineOptions;
+use greenpipe_offline::crossval::{self, CrossvalArgs};
+use greenpipe_offline::dataset::DatasetArgs;
+use greenpipe_offline::train::{self, TrainArgs};
+use greenpipe_offline::validate::{self, ValidateArgs};
+use greenpipe_offline::OfflineOptions;
 
 /// Options shared by `train` and `crossval`.
 #[derive(Debug, Args)]
@@ -117,7 +117,7 @@ impl ValidateCli {
         })?;
         for r in rows
             .iter()
-            .filter(|r| r.workload == crate::offline::report::ALL)
+            .filter(|r| r.workload == greenpipe_offline::report::ALL)
         {
             eprintln!("{} {}: MAPE {:.2} %", r.node, r.model, r.score.mape_percent);
         }
@@ -152,7 +152,7 @@ impl CrossvalCli {
         })?;
         for n in &nodes {
             for r in n.rows.iter().filter(|r| {
-                r.workload == crate::offline::report::ALL
+                r.workload == greenpipe_offline::report::ALL
                     && (r.model == crossval::SELECTED || r.model.starts_with("baseline"))
             }) {
                 eprintln!("{} {}: MAPE {:.2} %", r.node, r.model, r.score.mape_percent);

@@ -19,6 +19,11 @@ use std::time::Duration;
 use greenpipe_common::features::{Feature, FeatureValues};
 use greenpipe_common::names::{container as c, label, meter, node as n};
 
+pub use greenpipe_common::feature_queries::{
+    container_expr, container_expr_matching, node_expr, node_expr_matching,
+};
+use greenpipe_common::feature_queries::{selector, CONTAINER_KEYS};
+
 use crate::promql::RangeSeries;
 use crate::shard::Shard;
 
@@ -75,107 +80,6 @@ pub struct QuerySet {
     pub container: String,
     /// Node labels (only when a model selector matches on labels).
     pub node_labels: Option<String>,
-}
-
-const CONTAINER_KEYS: &str = "node, container_id, pod_uid";
-
-/// `metric{m1,m2}`, leaving out empty matchers (and the braces when none is left).
-fn selector(metric: &str, matchers: &[&str]) -> String {
-    let kept: Vec<&str> = matchers.iter().copied().filter(|m| !m.is_empty()).collect();
-    if kept.is_empty() {
-        metric.to_string()
-    } else {
-        format!("{metric}{{{}}}", kept.join(","))
-    }
-}
-
-fn container_rate(metric: &str, w: &str, m: &str) -> String {
-    format!(
-        "max by ({CONTAINER_KEYS}) (rate({}[{w}]))",
-        selector(metric, &[m])
-    )
-}
-
-fn container_directional_rate(metric: &str, w: &str, m: &str) -> String {
-    format!(
-        "sum by ({CONTAINER_KEYS}) (max by ({CONTAINER_KEYS}, {dir}) (rate({}[{w}])))",
-        selector(metric, &[m]),
-        dir = label::DIRECTION
-    )
-}
-
-/// The container-level expression of a feature.
-pub fn container_expr(f: Feature, w: &str) -> Option<String> {
-    container_expr_matching(f, w, "")
-}
-
-/// [`container_expr`] restricted by one label matcher (e.g. `node="pi-1"`; empty = none).
-pub fn container_expr_matching(f: Feature, w: &str, m: &str) -> Option<String> {
-    Some(match f {
-        Feature::CpuSecondsPerSecond => container_rate(c::CPU_SECONDS_TOTAL, w, m),
-        Feature::CpuCyclesPerSecond => container_rate(c::CPU_CYCLES_TOTAL, w, m),
-        Feature::CpuInstructionsPerSecond => container_rate(c::CPU_INSTRUCTIONS_TOTAL, w, m),
-        Feature::CacheMissesPerSecond => container_rate(c::CACHE_MISSES_TOTAL, w, m),
-        Feature::PageCacheHitsPerSecond => container_rate(c::PAGE_CACHE_HITS_TOTAL, w, m),
-        Feature::NetworkBytesPerSecond => container_directional_rate(c::NETWORK_BYTES_TOTAL, w, m),
-        Feature::DiskBytesPerSecond => container_directional_rate(c::DISK_BYTES_TOTAL, w, m),
-        Feature::MemoryUsedBytes => {
-            format!(
-                "max by ({CONTAINER_KEYS}) (last_over_time({}[{w}]))",
-                selector(c::MEMORY_BYTES, &[m])
-            )
-        }
-        Feature::CpuFrequencyHertz => return None,
-    })
-}
-
-/// The node-level expression of a feature. Hardware counters and page-cache hits exist per
-/// container only (the exporter's `system` entry covers the host), so the node value is the sum
-/// over its containers.
-pub fn node_expr(f: Feature, w: &str) -> String {
-    node_expr_matching(f, w, "")
-}
-
-/// [`node_expr`] restricted by one label matcher (e.g. `node="pi-1"`; empty = none). Training
-/// (`dataset`) uses it, so a model is trained on exactly the features `serve` feeds it.
-pub fn node_expr_matching(f: Feature, w: &str, m: &str) -> String {
-    let sum_of_containers = |f| {
-        format!(
-            "sum by (node) ({})",
-            container_expr_matching(f, w, m).expect("per-container feature")
-        )
-    };
-    match f {
-        Feature::CpuSecondsPerSecond => format!(
-            "sum by (node) (rate({}[{w}]))",
-            selector(
-                n::CPU_SECONDS_TOTAL,
-                &[m, &greenpipe_common::contract::cpu_mode::busy_matcher()]
-            )
-        ),
-        Feature::CpuCyclesPerSecond
-        | Feature::CpuInstructionsPerSecond
-        | Feature::CacheMissesPerSecond
-        | Feature::PageCacheHitsPerSecond => sum_of_containers(f),
-        Feature::NetworkBytesPerSecond => format!(
-            "sum by (node) (rate({}[{w}]))",
-            selector(n::NETWORK_BYTES_TOTAL, &[m, "device!=\"lo\""])
-        ),
-        Feature::DiskBytesPerSecond => {
-            format!(
-                "sum by (node) (rate({}[{w}]))",
-                selector(n::DISK_BYTES_TOTAL, &[m])
-            )
-        }
-        Feature::MemoryUsedBytes => format!(
-            "sum by (node) (last_over_time({}[{w}]))",
-            selector(n::MEMORY_BYTES, &[m, "state=\"used\""])
-        ),
-        Feature::CpuFrequencyHertz => format!(
-            "avg by (node) (last_over_time({}[{w}]))",
-            selector(n::CPU_FREQUENCY_HERTZ, &[m])
-        ),
-    }
 }
 
 fn tagged(expr: &str, feature: &str) -> String {

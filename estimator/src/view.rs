@@ -379,14 +379,29 @@ pub async fn snapshot(client: &reqwest::Client, base: &str) -> Result<Snapshot, 
     Ok(snap)
 }
 
+/// Why `view` could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    /// `--interval` is not a positive number.
+    #[error("--interval must be a positive number of seconds")]
+    Interval,
+    /// The Tokio runtime could not start.
+    #[error("starting the runtime")]
+    Runtime(#[source] std::io::Error),
+    /// Writing a frame to stdout failed.
+    #[error("writing to stdout")]
+    Stdout(#[from] std::io::Error),
+}
+
 /// Runs `view` until `--duration` or until interrupted.
-pub fn run(args: ViewArgs) -> anyhow::Result<()> {
+pub fn run(args: ViewArgs) -> Result<(), ViewError> {
     if !(args.interval > 0.0 && args.interval.is_finite()) {
-        anyhow::bail!("--interval must be a positive number of seconds");
+        return Err(ViewError::Interval);
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(ViewError::Runtime)?;
     let client = reqwest::Client::new();
     let names: BTreeMap<String, String> = args.pod_names.iter().cloned().collect();
     let tty = std::io::stdout().is_terminal();

@@ -1,4 +1,4 @@
-//! Run with `cargo bench -p greenpipe-estimator --bench forest_parity` (scikit-learn from the
+//! Run with `cargo bench -p greenpipe-offline --bench forest_parity` (scikit-learn from the
 //! `.venv` of scripts/setup.sh; the shared traces beside the checkout).
 //!
 //! The forest- and boosting-parity check of `offline::parity` on every machine of
@@ -16,9 +16,9 @@
 
 use std::path::PathBuf;
 
-use greenpipe_estimator::offline::models::{sklearn_boosting, sklearn_forest, Candidate};
-use greenpipe_estimator::offline::parity::{self, Sklearn};
-use greenpipe_estimator::offline::{samples, OfflineOptions};
+use greenpipe_offline::models::{sklearn_boosting, sklearn_forest, Candidate};
+use greenpipe_offline::parity::{self, Sklearn};
+use greenpipe_offline::{samples, OfflineOptions};
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");

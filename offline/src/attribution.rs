@@ -7,7 +7,7 @@
 use greenpipe_common::features::Feature;
 use greenpipe_common::model::AttributionWeight;
 
-use crate::offline::samples::Matrix;
+use crate::samples::Matrix;
 
 /// Non-negative least squares `min |A w - b|²`, `w >= 0`, by cyclic coordinate descent on the
 /// normal equations (few columns: the Gram matrix is tiny and every step is exact).

@@ -4,9 +4,9 @@
 use greenpipe_common::features::Feature;
 use regex::Regex;
 
-use crate::offline::evaluate::Spec;
-use crate::offline::models::Candidate;
-use crate::offline::samples::NodeSamples;
+use crate::evaluate::Spec;
+use crate::models::Candidate;
+use crate::samples::NodeSamples;
 
 /// Linear regression on CPU utilisation alone (the classic utilisation model).
 pub const CPU_ONLY: &str = "baseline_cpu_linear";

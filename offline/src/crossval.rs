@@ -8,12 +8,12 @@ use std::path::PathBuf;
 
 use regex::Regex;
 
-use crate::offline::evaluate::{self, group_result, Plan};
-use crate::offline::metrics::Score;
-use crate::offline::plots;
-use crate::offline::report::{self, SummaryRow};
-use crate::offline::samples::{self, NodeSamples};
-use crate::offline::{baselines, cv, predictions, select, OfflineOptions};
+use crate::evaluate::{self, group_result, Plan};
+use crate::metrics::Score;
+use crate::plots;
+use crate::report::{self, SummaryRow};
+use crate::samples::{self, NodeSamples};
+use crate::{baselines, cv, predictions, select, OfflineOptions};
 
 /// The `model` label of the nested-selection rows.
 pub const SELECTED: &str = "selected";
@@ -52,7 +52,7 @@ pub enum CrossvalError {
     #[error(transparent)]
     Samples(#[from] samples::SamplesError),
     #[error(transparent)]
-    Holdable(#[from] crate::offline::NothingHoldable),
+    Holdable(#[from] crate::NothingHoldable),
     #[error(
         "node {node}: {holdable} workload(s) can be held out; leave-one-workload-out needs at \
          least 2"
@@ -186,7 +186,7 @@ fn node(s: &NodeSamples, args: &CrossvalArgs) -> Result<NodeCrossval, CrossvalEr
         notes.push(format!(
             "{}: plots skipped: {}",
             s.node,
-            crate::error_chain(&e)
+            greenpipe_common::error_chain(&e)
         ));
     }
     Ok(NodeCrossval {
@@ -397,7 +397,7 @@ fn selection_gap_section(out: &[NodeCrossval]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::offline::metrics::Score;
+    use crate::metrics::Score;
 
     fn row(node: &str, model: &str, mape: f64) -> SummaryRow {
         SummaryRow {

@@ -1,7 +1,7 @@
 //! Grouped cross-validation: whole workloads (groups) are held out, never single rows, so a
 //! score measures accuracy on work the model has not seen.
 
-use crate::offline::samples::NodeSamples;
+use crate::samples::NodeSamples;
 
 /// Splits `groups` into at most `k` folds of whole groups, balancing rows: largest group first,
 /// each to the fold with the fewest rows so far. Deterministic.
@@ -61,7 +61,7 @@ pub fn splits(s: &NodeSamples, pool: &[usize], always: &[usize], k: usize) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::offline::samples::{workload_group, TraceInfo};
+    use crate::samples::{workload_group, TraceInfo};
     use greenpipe_common::features::Feature;
 
     /// Samples whose workloads include repeated runs that must share a group.

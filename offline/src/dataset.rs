@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
 use clap::Args;
 use greenpipe_common::features::{Feature, FeatureValues};
 use greenpipe_common::names::{label, meter};
@@ -122,7 +121,7 @@ pub struct DatasetArgs {
 /// `serve` evaluates, so traces and live inputs cannot drift apart.
 pub fn feature_query(f: Feature, node: &str, w: &str) -> String {
     let matcher = format!("{}=\"{}\"", label::NODE, escape(node));
-    crate::readout::node_expr_matching(f, w, &matcher)
+    greenpipe_common::feature_queries::node_expr_matching(f, w, &matcher)
 }
 
 /// The PromQL of the node's measured power (all its meters added).
@@ -140,20 +139,51 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
+/// Why `dataset` wrote no trace.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    /// The trace exists and `--force` was not given.
+    #[error("{} exists; pass --force to replace it", .0.display())]
+    Exists(PathBuf),
+    /// The Tokio runtime could not start.
+    #[error("starting the runtime")]
+    Runtime(#[source] std::io::Error),
+    /// A query failed.
+    #[error(transparent)]
+    Extract(#[from] ExtractError),
+    /// The rows cannot be written as a trace.
+    #[error(transparent)]
+    Trace(#[from] greenpipe_common::trace::TraceError),
+    /// Creating the directory or writing the file failed.
+    #[error("{verb} {}", path.display())]
+    Io {
+        /// `creating` or `writing`.
+        verb: &'static str,
+        /// The directory or file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
 /// Runs `dataset`.
-pub fn run(args: DatasetArgs) -> anyhow::Result<()> {
+pub fn run(args: DatasetArgs) -> Result<(), DatasetError> {
     let path = args.out.join(format!("{}.csv", args.workload));
     if path.exists() && !args.force {
-        bail!("{} exists; pass --force to replace it", path.display());
+        return Err(DatasetError::Exists(path));
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(DatasetError::Runtime)?;
     let rows = runtime.block_on(extract(&args))?;
     let text = write_trace(&rows)?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    let io = |verb, path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| DatasetError::Io { verb, path, source }
+    };
+    std::fs::create_dir_all(&args.out).map_err(io("creating", &args.out))?;
+    std::fs::write(&path, text).map_err(io("writing", &path))?;
     let metered = rows.iter().filter(|r| r.power_watts.is_some()).count();
     eprintln!(
         "wrote {} ({} rows, {metered} with power)",

@@ -7,10 +7,10 @@ use std::collections::HashMap;
 
 use greenpipe_common::features::Feature;
 
-use crate::offline::fit::{fit_reusing, par_map, predict};
-use crate::offline::metrics::{score, Score};
-use crate::offline::models::{Candidate, Fits};
-use crate::offline::samples::NodeSamples;
+use crate::fit::{fit_reusing, par_map, predict};
+use crate::metrics::{score, Score};
+use crate::models::{Candidate, Fits};
+use crate::samples::NodeSamples;
 
 /// A model to evaluate: a candidate on some columns, optionally trained only on some groups.
 #[derive(Debug, Clone)]
@@ -224,7 +224,7 @@ fn run_one(
         &spec.candidate,
         fits.entry(spec.columns.clone()).or_default(),
     )
-    .map_err(|e| format!("{}: {}", spec.label, crate::error_chain(&e)))?;
+    .map_err(|e| format!("{}: {}", spec.label, greenpipe_common::error_chain(&e)))?;
     Ok(job
         .test_groups
         .iter()
@@ -258,7 +258,7 @@ pub fn progress(n: usize, what: &str) -> ProgressBar {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::offline::models::default_candidates;
+    use crate::models::default_candidates;
 
     #[test]
     fn tree_models_are_offered_without_each_counter_the_node_has() {

@@ -12,8 +12,8 @@
 
 use greenpipe_common::model::{FeatureScaling, ModelKind, PowerBounds};
 
-use crate::offline::models::{Candidate, FitError, Fits};
-use crate::offline::samples::NodeSamples;
+use crate::models::{Candidate, FitError, Fits};
+use crate::samples::NodeSamples;
 
 /// A fitted model: inputs, their scaling and the regressor.
 #[derive(Debug, Clone)]
@@ -43,7 +43,7 @@ fn is_constant(mean: f64, sd: f64) -> bool {
 
 /// Columns (positions in `z`, standardised) that the columns before them do not explain: a
 /// pivoted Cholesky of the correlation matrix in column order.
-fn independent_columns(z: &crate::offline::samples::Matrix) -> Vec<usize> {
+fn independent_columns(z: &crate::samples::Matrix) -> Vec<usize> {
     let (n, p) = (z.rows.max(1) as f64, z.cols);
     let mut gram = vec![0.0; p * p];
     for i in 0..z.rows {
@@ -145,7 +145,7 @@ pub fn fit_reusing(
     })
 }
 
-fn column_sd(m: &crate::offline::samples::Matrix, c: usize) -> f64 {
+fn column_sd(m: &crate::samples::Matrix, c: usize) -> f64 {
     let n = m.rows.max(1) as f64;
     let mean = (0..m.rows).map(|i| m.row(i)[c]).sum::<f64>() / n;
     ((0..m.rows)
@@ -213,7 +213,7 @@ pub fn par_map<T: Sync, R: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::offline::samples::TraceInfo;
+    use crate::samples::TraceInfo;
     use greenpipe_common::features::Feature;
 
     /// cpu varies, cycles = 2e9·cpu exactly, frequency constant: only cpu can carry a weight.

@@ -7,7 +7,6 @@
 
 pub mod attribution;
 pub mod baselines;
-pub mod cli;
 pub mod crossval;
 pub mod cv;
 pub mod dataset;
@@ -195,7 +194,7 @@ mod tests {
     #[test]
     fn option_errors_name_the_flag_and_the_value_once() {
         let e = OfflineOptions::parse(None, "(", None, None, None).unwrap_err();
-        let text = crate::error_chain(&e);
+        let text = greenpipe_common::error_chain(&e);
         assert!(
             text.starts_with("--stress-pattern: regex parse error"),
             "{text}"

@@ -19,11 +19,11 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::offline::fit;
-use crate::offline::metrics;
-use crate::offline::models::{exact, Candidate, FitError};
-use crate::offline::samples::{Matrix, NodeSamples};
-use crate::offline::{NothingHoldable, OfflineOptions};
+use crate::fit;
+use crate::metrics;
+use crate::models::{exact, Candidate, FitError};
+use crate::samples::{Matrix, NodeSamples};
+use crate::{NothingHoldable, OfflineOptions};
 
 /// One fold: its name (the held-out workload group) and its rows.
 #[derive(Debug, Clone)]
@@ -213,7 +213,7 @@ pub fn plain_lowo(
     let columns: Vec<usize> = (0..s.features.len()).collect();
     let mut out = vec![Vec::new(); candidates.len()];
     for f in folds {
-        let mut cache = crate::offline::models::Fits::default();
+        let mut cache = crate::models::Fits::default();
         let measured: Vec<f64> = f.test.iter().map(|&i| s.y[i]).collect();
         for (c, candidate) in candidates.iter().enumerate() {
             let fitted = fit::fit_reusing(s, &f.train, &columns, candidate, &mut cache).map_err(
@@ -376,7 +376,7 @@ pub fn same_bootstrap(
     let f = &folds[k];
     let matrix = dir.join(format!("{}__matrix.csv", s.node));
     write_matrix(s, folds, &matrix)?;
-    let p = crate::offline::models::sklearn_forest_params();
+    let p = crate::models::sklearn_forest_params();
     let weights = exact::bootstrap_weights(f.train.len(), p.trees, 7);
     let wpath = dir.join(format!("{}__weights.csv", s.node));
     let err = |source| ParityError::Write {
@@ -449,8 +449,8 @@ mod tests {
     //! row, before the folds are cut) so that scikit-learn's 100-tree forests fit in about a
     //! minute on two cores; the bench `forest_parity` runs the full rows.
     use super::*;
-    use crate::offline::models::sklearn_boosting;
-    use crate::offline::samples;
+    use crate::models::sklearn_boosting;
+    use crate::samples;
 
     /// Rows per machine in the test.
     const ROWS: usize = 3000;
@@ -520,7 +520,7 @@ mod tests {
     // thinned rows): ours 8.43 / 6.43 / 5.26 / 7.65 % against scikit-learn's 8.60 / 6.07 / 5.15 /
     // 6.87 % (Opteron, E5-2650, X5650, kepler-nx12), while prediction by prediction on the same
     // draws the two are within scikit-learn's own seed noise (the test below). It is measured by
-    // `cargo bench -p greenpipe-estimator --bench forest_parity`, not asserted here: a test
+    // `cargo bench -p greenpipe-offline --bench forest_parity`, not asserted here: a test
     // that is known to fail is not kept ignored (docs/training.md).
     #[test]
     fn the_default_boosting_scores_as_scikit_learns_on_every_shared_machine() {

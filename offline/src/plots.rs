@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use crate::offline::evaluate::GroupResult;
-use crate::offline::report::slug;
-use crate::offline::samples::NodeSamples;
+use crate::evaluate::GroupResult;
+use crate::report::slug;
+use crate::samples::NodeSamples;
 
 /// Why a plot was not drawn.
 #[derive(Debug, thiserror::Error)]

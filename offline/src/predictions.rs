@@ -9,9 +9,9 @@
 
 use std::path::Path;
 
-use crate::offline::evaluate::{GroupResult, Job, Spec};
-use crate::offline::report::{self, WriteError};
-use crate::offline::samples::NodeSamples;
+use crate::evaluate::{GroupResult, Job, Spec};
+use crate::report::{self, WriteError};
+use crate::samples::NodeSamples;
 
 /// Writes the three files of one node into `dir`.
 pub fn write(

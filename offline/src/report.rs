@@ -49,8 +49,8 @@ pub enum WriteError {
     },
 }
 
-use crate::offline::metrics::{mean, Score};
-use crate::offline::samples::NodeSamples;
+use crate::metrics::{mean, Score};
+use crate::samples::NodeSamples;
 
 /// The exact header of `summary.csv`.
 pub const SUMMARY_HEADER: &str = "node,workload,samples,model,mape_percent,mae_watts,rmse_watts,r2";

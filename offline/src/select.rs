@@ -12,7 +12,7 @@
 //! RMS, greedy ensemble selection and non-negative stacking on the inner out-of-fold
 //! predictions all did worse (6.3–6.8 %).
 
-use crate::offline::metrics::{mean, Score};
+use crate::metrics::{mean, Score};
 
 /// What a candidate is ranked by: the median, then the mean, of its per-workload MAPEs.
 pub fn criterion(per_workload: &[Score]) -> (f64, f64) {

@@ -10,11 +10,11 @@ use greenpipe_common::model::{
     SCHEMA_VERSION,
 };
 
-use crate::offline::evaluate::{self, GroupResult, Job};
-use crate::offline::metrics::{mean, Score};
-use crate::offline::report::{self, SummaryRow};
-use crate::offline::samples::{self, NodeSamples};
-use crate::offline::{attribution, baselines, cv, fit, plots, select, OfflineOptions};
+use crate::evaluate::{self, GroupResult, Job};
+use crate::metrics::{mean, Score};
+use crate::report::{self, SummaryRow};
+use crate::samples::{self, NodeSamples};
+use crate::{attribution, baselines, cv, fit, plots, select, OfflineOptions};
 
 /// Arguments of `train`.
 #[derive(Debug, Clone)]
@@ -52,11 +52,11 @@ pub enum TrainError {
     #[error(transparent)]
     Samples(#[from] samples::SamplesError),
     #[error(transparent)]
-    Holdable(#[from] crate::offline::NothingHoldable),
+    Holdable(#[from] crate::NothingHoldable),
     #[error("node {node}: no candidate could be fitted: {notes:?}")]
     NothingFitted { node: String, notes: Vec<String> },
     #[error(transparent)]
-    Fit(#[from] crate::offline::models::FitError),
+    Fit(#[from] crate::models::FitError),
     #[error("the trained model file does not pass its own check")]
     SelfCheck(#[source] ModelError),
     #[error("creating {}", path.display())]
@@ -107,8 +107,10 @@ pub fn run(args: &TrainArgs) -> Result<ModelFile, TrainError> {
                 .map(|r| (r.clone(), t.chosen.clone()))
                 .collect();
             if let Err(e) = plots::held_out(dir, s, &labelled, "cv") {
-                t.notes
-                    .push(format!("plots skipped: {}", crate::error_chain(&e)));
+                t.notes.push(format!(
+                    "plots skipped: {}",
+                    greenpipe_common::error_chain(&e)
+                ));
             }
             md.push_str(&markdown(s, t, &args.options));
         }
@@ -211,7 +213,7 @@ pub fn node(s: &NodeSamples, o: &OfflineOptions) -> Result<NodeTraining, TrainEr
                 "{}: {} not stored: {}",
                 s.node,
                 b.label,
-                crate::error_chain(&e)
+                greenpipe_common::error_chain(&e)
             )),
         }
     }
@@ -346,7 +348,7 @@ fn markdown(s: &NodeSamples, t: &NodeTraining, o: &OfflineOptions) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::offline::samples::TraceInfo;
+    use crate::samples::TraceInfo;
     use greenpipe_common::features::Feature;
     use greenpipe_common::model::ModelKind;
 

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use greenpipe_common::features::FeatureValues;
 use greenpipe_common::model::{ModelError, ModelFile};
 
-use crate::offline::evaluate::GroupResult;
-use crate::offline::metrics::score;
-use crate::offline::plots;
-use crate::offline::report::{self, SummaryRow};
-use crate::offline::samples::{self, NodeSamples};
+use crate::evaluate::GroupResult;
+use crate::metrics::score;
+use crate::plots;
+use crate::report::{self, SummaryRow};
+use crate::samples::{self, NodeSamples};
 
 /// Arguments of `validate`.
 #[derive(Debug, Clone)]
@@ -152,7 +152,11 @@ pub fn run(args: &ValidateArgs) -> Result<Vec<SummaryRow>, ValidateError> {
             let _ = writeln!(md, "\nTraining CV MAPE for comparison: {cv:.2} %.");
         }
         if let Err(e) = plots::held_out(&args.report, s, &results, "validate") {
-            let _ = writeln!(md, "\n- note: plots skipped: {}", crate::error_chain(&e));
+            let _ = writeln!(
+                md,
+                "\n- note: plots skipped: {}",
+                greenpipe_common::error_chain(&e)
+            );
         }
         for n in s.notes.iter().chain(&skipped) {
             let _ = writeln!(md, "- note: {n}");

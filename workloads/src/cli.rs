@@ -8,9 +8,11 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 
-use crate::bench::kernels::Set;
-use crate::model::libraries::{LITERT_ENV, ONNXRUNTIME_ENV};
-use crate::model::{Arch, EngineKind, Libraries, ModelError, ModelSpec, Precision, DEFAULT_SEED};
+use greenpipe_workload::bench::kernels::Set;
+use greenpipe_workload::model::libraries::{LITERT_ENV, ONNXRUNTIME_ENV};
+use greenpipe_workload::model::{
+    Arch, EngineKind, Libraries, ModelError, ModelSpec, Precision, DEFAULT_SEED,
+};
 
 /// Default `--web.listen-address` (the exporter has 9910, the estimator 9911).
 pub const DEFAULT_WEB: &str = ":9912";

@@ -10,14 +10,14 @@ use anyhow::{bail, Context};
 
 use greenpipe_common::listen::parse_flag_address;
 
-use crate::bench::{self, Group};
-use crate::campaign::{unix_now, CampaignLog, Placement, Window};
 use crate::cli::{BenchArgs, Cli, ClientArgs, Command, Common, InferArgs, PeerArgs, ServeArgs};
-use crate::images::ImageSet;
-use crate::metrics::{self, InferenceLabels, Metrics};
-use crate::model::{Arch, Engine, EngineKind, Libraries, ModelSpec, Precision};
-use crate::oip::{self, client::Pace};
-use crate::stop::Stop;
+use greenpipe_workload::bench::{self, Group};
+use greenpipe_workload::campaign::{unix_now, CampaignLog, Placement, Window};
+use greenpipe_workload::images::ImageSet;
+use greenpipe_workload::metrics::{self, InferenceLabels, Metrics};
+use greenpipe_workload::model::{Arch, Engine, EngineKind, Libraries, ModelSpec, Precision};
+use greenpipe_workload::oip::{self, client::Pace};
+use greenpipe_workload::stop::Stop;
 
 /// Shared per-process context.
 struct Context_ {
@@ -334,7 +334,7 @@ async fn bench_group(ctx: &Context_, args: BenchArgs) -> anyhow::Result<()> {
         disk_bytes: args.disk_bytes,
         kernel_max_bytes: args.kernel_max_bytes as u64,
         kernel_set: args.kernel_set,
-        seed: crate::model::DEFAULT_SEED,
+        seed: greenpipe_workload::model::DEFAULT_SEED,
     };
     let selected: Vec<_> = all
         .into_iter()
@@ -407,7 +407,7 @@ async fn run_bench_step(
 
 async fn peer(ctx: &Context_, args: PeerArgs) -> anyhow::Result<()> {
     let addr = parse_flag_address("--listen-address", &args.listen_address)?;
-    let running = crate::peer::spawn(&addr.to_string())?;
+    let running = greenpipe_workload::peer::spawn(&addr.to_string())?;
     tracing::info!(address = %running.addr, "peer: TCP and UDP echo");
     ctx.stop.wait().await;
     Ok(())

@@ -5,8 +5,6 @@
 
 pub mod bench;
 pub mod campaign;
-pub mod cli;
-pub mod commands;
 pub mod images;
 pub mod metrics;
 pub mod model;

@@ -1,10 +1,13 @@
 //! `greenpipe-workload`: benchmarks and DNN inference for GreenPipe's profiling and validation.
 //! Run with `cargo run -p greenpipe-workload -- --help`.
 
+mod cli;
+mod commands;
+
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    let cli = greenpipe_workload::cli::Cli::parse();
+    let cli = cli::Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.common.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
@@ -22,7 +25,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(greenpipe_workload::commands::run(cli)) {
+    match runtime.block_on(commands::run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("greenpipe-workload: {e:#}");

@@ -1,7 +1,7 @@
 //! `backtest`: rolling-origin backtest of the forecasters on canonical CSV series, with a report.
 
-use crate::backtest;
 use anyhow::{bail, Context, Result};
+use greenpipe_carbon::backtest;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -42,10 +42,10 @@ fn csv_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 }
 
 pub(super) fn run(a: BacktestArgs) -> Result<()> {
-    if !(1..=crate::forecast::MAX_HORIZON_HOURS).contains(&a.horizon) {
+    if !(1..=greenpipe_carbon::forecast::MAX_HORIZON_HOURS).contains(&a.horizon) {
         bail!(
             "--horizon must be 1..={}",
-            crate::forecast::MAX_HORIZON_HOURS
+            greenpipe_carbon::forecast::MAX_HORIZON_HOURS
         );
     }
     let cfg = backtest::Config {
@@ -55,7 +55,7 @@ pub(super) fn run(a: BacktestArgs) -> Result<()> {
     };
     let mut results = Vec::new();
     for file in csv_files(&a.series)? {
-        let series = crate::sources::csv::read(&file)?;
+        let series = greenpipe_carbon::sources::csv::read(&file)?;
         let gaps = series.gaps();
         eprintln!(
             "{}: {} hours, {} gaps{}",
@@ -69,7 +69,7 @@ pub(super) fn run(a: BacktestArgs) -> Result<()> {
         let r = backtest::run(&series.zone, &series.hourly(), &cfg);
         results.push((series.zone.clone(), r));
     }
-    let rows = crate::report::write(&a.report, &results, a.horizon)?;
+    let rows = greenpipe_carbon::report::write(&a.report, &results, a.horizon)?;
     println!("{}", backtest::SUMMARY_HEADER);
     for r in &rows {
         println!("{}", r.csv());

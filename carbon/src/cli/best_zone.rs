@@ -1,8 +1,8 @@
 //! `best-zone`: zones ranked by forecast intensity at a horizon.
 
 use super::{parse_duration, zone_forecasts, SourceArgs};
-use crate::forecast;
 use anyhow::{bail, Result};
+use greenpipe_carbon::forecast;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct BestZoneArgs {
@@ -16,14 +16,14 @@ pub(super) struct BestZoneArgs {
 pub(super) async fn run(a: BestZoneArgs) -> Result<()> {
     let (zf, now) = zone_forecasts(&a.source).await?;
     let t = now + a.horizon;
-    let ranked = crate::queries::rank_zones(
+    let ranked = greenpipe_carbon::queries::rank_zones(
         zf.forecasts
             .iter()
             .map(|(z, f)| (z.as_str(), forecast::at(f, t))),
     );
     println!(
         "# zones at {} (horizon {} h)",
-        crate::time::format(t),
+        greenpipe_carbon::time::format(t),
         a.horizon as f64 / 3600.0
     );
     for (zone, p) in &ranked {
@@ -37,6 +37,9 @@ pub(super) async fn run(a: BestZoneArgs) -> Result<()> {
             println!("best: {zone}");
             Ok(())
         }
-        _ => bail!("no zone has a forecast at {}", crate::time::format(t)),
+        _ => bail!(
+            "no zone has a forecast at {}",
+            greenpipe_carbon::time::format(t)
+        ),
     }
 }

@@ -1,9 +1,9 @@
 //! `intensity`: every zone's latest actual and forecasts, printed or remote-written.
 
 use super::{http, zone_forecasts, SourceArgs};
-use crate::controller;
-use crate::sink::{RemoteWrite, SampleSink, Stdout};
 use anyhow::{bail, Result};
+use greenpipe_carbon::controller;
+use greenpipe_carbon::sink::{RemoteWrite, SampleSink, Stdout};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct IntensityArgs {
@@ -19,7 +19,7 @@ pub(super) struct IntensityArgs {
 
 pub(super) async fn run(a: IntensityArgs) -> Result<()> {
     let (zf, now) = zone_forecasts(&a.source).await?;
-    let samples = controller::samples(&zf, now, &a.horizons, crate::time::now() * 1000);
+    let samples = controller::samples(&zf, now, &a.horizons, greenpipe_carbon::time::now() * 1000);
     match &a.remote_write_url {
         Some(url) => {
             RemoteWrite::new(http()?, url.clone())

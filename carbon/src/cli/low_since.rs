@@ -27,12 +27,12 @@ pub(super) async fn run(a: LowSinceArgs) -> Result<()> {
     let (threshold, source) = match a.below {
         Some(b) => (b, "--below".to_string()),
         None => (
-            crate::queries::median_before(y, now, 28)
+            greenpipe_carbon::queries::median_before(y, now, 28)
                 .context("no history for the default bound")?,
             "median of the previous 28 days".to_string(),
         ),
     };
-    let r = crate::queries::low_since(y, now, a.hours, threshold, source);
+    let r = greenpipe_carbon::queries::low_since(y, now, a.hours, threshold, source);
     println!(
         "zone {}: bound {:.1} g/kWh ({})",
         a.zone, r.threshold, r.threshold_source
@@ -45,7 +45,7 @@ pub(super) async fn run(a: LowSinceArgs) -> Result<()> {
         r.window_hours - r.low_hours - r.missing_hours
     );
     match r.low_since {
-        Some(t) => println!("low since {}", crate::time::format(t)),
+        Some(t) => println!("low since {}", greenpipe_carbon::time::format(t)),
         None => println!("not low at the last observed hour"),
     }
     println!(

@@ -1,5 +1,5 @@
-//! `greenpipe-carbon ...`: the command-line face of this crate.
-
+//! `greenpipe-carbon ...`: the command-line face of the library, a module of the binary (so it
+//! reports with `anyhow`).
 //!
 //! One file per subcommand, holding its arguments and its run; this file holds what they share
 //! (the zone sources and their credentials, value parsers, the runtime and HTTP client).
@@ -12,10 +12,10 @@ mod place;
 mod replay;
 mod window;
 
-use crate::controller;
-use crate::planner::Window;
-use crate::sources::{watttime, Credentials, ZoneSource};
 use anyhow::{Context, Result};
+use greenpipe_carbon::controller;
+use greenpipe_carbon::planner::Window;
+use greenpipe_carbon::sources::{watttime, Credentials, ZoneSource};
 use std::path::PathBuf;
 
 /// `carbon` arguments.
@@ -70,23 +70,24 @@ struct SourceArgs {
 
 impl SourceArgs {
     fn credentials(&self) -> Result<Credentials> {
-        let uses =
-            |f: fn(&crate::sources::Provider) -> bool| self.sources.iter().any(|s| f(&s.provider));
+        let uses = |f: fn(&greenpipe_carbon::sources::Provider) -> bool| {
+            self.sources.iter().any(|s| f(&s.provider))
+        };
         let electricity_maps_token =
-            if uses(|p| matches!(p, crate::sources::Provider::ElectricityMaps(_))) {
-                crate::secrets::load(
+            if uses(|p| matches!(p, greenpipe_carbon::sources::Provider::ElectricityMaps(_))) {
+                greenpipe_carbon::secrets::load(
                     self.electricitymaps_token_file.as_deref(),
-                    crate::sources::electricity_maps::TOKEN_ENV,
+                    greenpipe_carbon::sources::electricity_maps::TOKEN_ENV,
                 )?
             } else {
                 None
             };
-        let watttime = if uses(|p| matches!(p, crate::sources::Provider::WattTime(_))) {
+        let watttime = if uses(|p| matches!(p, greenpipe_carbon::sources::Provider::WattTime(_))) {
             let user = self
                 .watttime_user
                 .clone()
                 .or_else(|| std::env::var(watttime::USER_ENV).ok());
-            let password = crate::secrets::load(
+            let password = greenpipe_carbon::secrets::load(
                 self.watttime_password_file.as_deref(),
                 watttime::PASSWORD_ENV,
             )?;
@@ -102,16 +103,16 @@ impl SourceArgs {
     }
 
     fn now(&self) -> i64 {
-        self.at.unwrap_or_else(crate::time::now)
+        self.at.unwrap_or_else(greenpipe_carbon::time::now)
     }
 }
 
 fn parse_time(s: &str) -> Result<i64, String> {
-    crate::time::parse(s).map_err(|e| e.to_string())
+    greenpipe_carbon::time::parse(s).map_err(|e| e.to_string())
 }
 
 fn parse_duration(s: &str) -> Result<i64, String> {
-    crate::time::parse_duration(s)
+    greenpipe_carbon::time::parse_duration(s)
 }
 
 fn parse_pair(s: &str) -> Result<(String, String), String> {

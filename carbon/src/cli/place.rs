@@ -1,10 +1,10 @@
 //! `place`: the placement controller that labels and taints nodes by their zone's forecast.
 
 use super::{http, parse_duration, parse_pair, parse_window, SourceArgs};
-use crate::controller::{self, Settings, ZoneMap};
-use crate::planner::{Policy, Ranking, Window};
-use crate::sink::{RemoteWrite, Stdout};
 use anyhow::{bail, Result};
+use greenpipe_carbon::controller::{self, Settings, ZoneMap};
+use greenpipe_carbon::planner::{Policy, Ranking, Window};
+use greenpipe_carbon::sink::{RemoteWrite, Stdout};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -12,10 +12,10 @@ fn parse_seconds(s: &str) -> Result<i64, String> {
         .map(|d| d.as_secs() as i64)
         .map_err(|e| format!("cannot read seconds {s:?}: {e}"))
 }
-use crate::planner::{Policy, Ranking};
-use crate::replay::forecasts::Forecast;
-use crate::replay::{fleet, grid, jobs, report, summary, Replay, Settings};
 use anyhow::{bail, Context, Result};
+use greenpipe_carbon::planner::{Policy, Ranking};
+use greenpipe_carbon::replay::forecasts::Forecast;
+use greenpipe_carbon::replay::{fleet, grid, jobs, report, summary, Replay, Settings};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -86,10 +86,10 @@ pub(super) fn run(a: ReplayArgs) -> Result<()> {
         (Some(_), Some(_)) => bail!("--green-max must be below --red-min"),
         _ => Ranking::Relative,
     };
-    if !(1..=crate::forecast::MAX_HORIZON_HOURS).contains(&a.horizon) {
+    if !(1..=greenpipe_carbon::forecast::MAX_HORIZON_HOURS).contains(&a.horizon) {
         bail!(
             "--horizon must be 1..={}",
-            crate::forecast::MAX_HORIZON_HOURS
+            greenpipe_carbon::forecast::MAX_HORIZON_HOURS
         );
     }
     if a.toleration_seconds < 0 {
@@ -98,7 +98,7 @@ pub(super) fn run(a: ReplayArgs) -> Result<()> {
     let forecasts = methods(&a.forecast)?;
     let mut zones = Vec::new();
     for (zone, file) in &a.intensity {
-        let series = crate::sources::csv::read(std::path::Path::new(file))?;
+        let series = greenpipe_carbon::sources::csv::read(std::path::Path::new(file))?;
         if series.zone != *zone {
             bail!(
                 "--intensity {zone}={file}: the file holds zone {}",

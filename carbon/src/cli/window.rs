@@ -22,7 +22,7 @@ pub(super) async fn run(a: WindowArgs) -> Result<()> {
         .get(&a.zone)
         .with_context(|| format!("zone {:?} is not among --source", a.zone))?;
     let hours = (a.duration as f64 / 3600.0).ceil().max(1.0) as usize;
-    let w = crate::queries::best_window(f, hours, now).with_context(|| {
+    let w = greenpipe_carbon::queries::best_window(f, hours, now).with_context(|| {
         format!(
             "no {hours} h run of forecast hours for {} in the next 48 h",
             a.zone
@@ -31,7 +31,7 @@ pub(super) async fn run(a: WindowArgs) -> Result<()> {
     println!(
         "zone {}: start {} for {hours} h, mean {:.1} g/kWh",
         a.zone,
-        crate::time::format(w.start),
+        greenpipe_carbon::time::format(w.start),
         w.mean
     );
     if let Some(m) = w.start_now_mean {

@@ -283,7 +283,7 @@ pub fn pairs(model: &NodeModel, rows: &[TraceRow]) -> (Vec<f64>, Vec<f64>) {
 pub fn mape_percent(model: &NodeModel, rows: &[TraceRow]) -> Option<(f64, usize)> {
     let (measured, predicted) = pairs(model, rows);
     (!measured.is_empty()).then(|| {
-        let s = crate::offline::metrics::score(&measured, &predicted);
+        let s = greenpipe_offline::metrics::score(&measured, &predicted);
         (s.mape_percent, s.samples)
     })
 }

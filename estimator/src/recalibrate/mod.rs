@@ -19,15 +19,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
 use greenpipe_common::model::{ModelFile, NodeModel, Recalibration};
 use greenpipe_common::trace::TraceRow;
 use tracing::{info, warn};
 
 use crate::endpoint::{AuthFlags, Endpoint};
 use crate::model_registry::ModelRegistry;
-use crate::offline::dataset::{self, DatasetArgs};
 use crate::promql::Prometheus;
+use greenpipe_offline::dataset::{self, DatasetArgs};
 use report::{Outcome, RefitReport, Telemetry};
 use watch::{State, Trigger, Verdict};
 
@@ -120,25 +119,70 @@ struct Recalibrator {
     telemetry: Telemetry,
 }
 
+/// Why `recalibrate` could not start, or why `--once` or the service stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RecalibrateError {
+    /// A flag's value is out of range.
+    #[error("{0}")]
+    Flag(String),
+    /// The `--validation` traces.
+    #[error(transparent)]
+    Validation(#[from] ValidationError),
+    /// `--prometheus-url`.
+    #[error(transparent)]
+    Endpoint(#[from] crate::endpoint::EndpointError),
+    /// The model files.
+    #[error(transparent)]
+    Models(#[from] crate::model_registry::RegistryError),
+    /// The Tokio runtime could not start.
+    #[error("starting the runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The `--once` check failed.
+    #[error(transparent)]
+    Check(#[from] CheckError),
+    /// A signal handler could not be installed.
+    #[error(transparent)]
+    Signal(#[from] greenpipe_common::shutdown::SignalError),
+    /// `--web.listen-address` is malformed.
+    #[error(transparent)]
+    ListenAddress(#[from] greenpipe_common::listen::ListenAddressError),
+    /// `--web.listen-address` could not be bound.
+    #[error("listening on {address}")]
+    Listen {
+        /// The flag's value.
+        address: String,
+        /// The bind error.
+        source: std::io::Error,
+    },
+    /// The self-metrics server failed.
+    #[error("HTTP server")]
+    Server(#[source] std::io::Error),
+}
+
+/// Refuses with `message` unless `ok`.
+fn ensure(ok: bool, message: impl FnOnce() -> String) -> Result<(), RecalibrateError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(RecalibrateError::Flag(message()))
+    }
+}
+
 /// Runs `recalibrate`.
-pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        args.threshold > 0.0 && args.threshold.is_finite(),
-        "--threshold must be > 0"
-    );
+pub fn run(args: RecalibrateArgs) -> Result<(), RecalibrateError> {
+    ensure(args.threshold > 0.0 && args.threshold.is_finite(), || {
+        "--threshold must be > 0".to_string()
+    })?;
     let clear = args.clear_threshold.unwrap_or(0.8 * args.threshold);
-    anyhow::ensure!(
-        clear > 0.0 && clear <= args.threshold,
-        "--clear-threshold {clear} must be in (0, --threshold]"
-    );
-    anyhow::ensure!(
-        args.held_out > 0.0 && args.held_out < 1.0,
-        "--held-out must be in (0, 1)"
-    );
-    anyhow::ensure!(
-        (0.0..=1.0).contains(&args.min_coverage),
-        "--min-coverage must be in [0, 1]"
-    );
+    ensure(clear > 0.0 && clear <= args.threshold, || {
+        format!("--clear-threshold {clear} must be in (0, --threshold]")
+    })?;
+    ensure(args.held_out > 0.0 && args.held_out < 1.0, || {
+        "--held-out must be in (0, 1)".to_string()
+    })?;
+    ensure((0.0..=1.0).contains(&args.min_coverage), || {
+        "--min-coverage must be in [0, 1]".to_string()
+    })?;
     if !args.once && args.refit_window > args.hold {
         // The refit window ends at the refit, which comes --for after the error rose: a longer
         // window reaches back before the drift and fits partly on how the machine was.
@@ -158,7 +202,8 @@ pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
     let registry = ModelRegistry::open(&args.models)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(RecalibrateError::Runtime)?;
     let mut r = Recalibrator {
         trigger: Trigger {
             threshold: args.threshold,
@@ -175,15 +220,19 @@ pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
     };
     runtime.block_on(async move {
         if r.args.once {
-            return r.check().await.map(|_| ()).map_err(anyhow::Error::from);
+            return r.check().await.map(|_| ()).map_err(RecalibrateError::from);
         }
         let mut stop = greenpipe_common::shutdown::Shutdown::install()?;
         let listener = tokio::net::TcpListener::bind(
             greenpipe_common::listen::parse_listen_address(&r.args.listen_address)?,
         )
         .await
-        .with_context(|| format!("listening on {}", r.args.listen_address))?;
-        info!(address = %listener.local_addr()?, "serving self metrics");
+        .and_then(|l| l.local_addr().map(|address| (l, address)));
+        let (listener, address) = listener.map_err(|source| RecalibrateError::Listen {
+            address: r.args.listen_address.clone(),
+            source,
+        })?;
+        info!(%address, "serving self metrics");
         let server = axum::serve(listener, report::app(r.telemetry.clone()));
         let checks = async {
             loop {
@@ -194,7 +243,7 @@ pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
             }
         };
         tokio::select! {
-            res = server => res.context("HTTP server")?,
+            res = server => res.map_err(RecalibrateError::Server)?,
             _ = checks => {},
             signal = stop.recv() => info!(signal, "shutting down"),
         }
@@ -206,7 +255,7 @@ pub fn run(args: RecalibrateArgs) -> anyhow::Result<()> {
 #[derive(Debug, thiserror::Error)]
 pub enum ValidationError {
     #[error(transparent)]
-    Samples(#[from] crate::offline::samples::SamplesError),
+    Samples(#[from] greenpipe_offline::samples::SamplesError),
     #[error("reading {}", path.display())]
     Read {
         path: PathBuf,
@@ -254,7 +303,7 @@ pub enum RefitWriteError {
 
 fn load_validation(paths: &[PathBuf]) -> Result<Vec<TraceRow>, ValidationError> {
     let mut rows = Vec::new();
-    for path in crate::offline::samples::trace_files(paths)? {
+    for path in greenpipe_offline::samples::trace_files(paths)? {
         let text = std::fs::read_to_string(&path).map_err(|source| ValidationError::Read {
             path: path.clone(),
             source,
@@ -420,7 +469,7 @@ impl Recalibrator {
                 .ok_or(RefitWriteError::NoModels)?,
         };
         let (path, file) = if out.is_dir() {
-            let name = crate::offline::report::slug(&model.name);
+            let name = greenpipe_offline::report::slug(&model.name);
             let path = out.join(format!("{name}.v{}.json", model.version()));
             (
                 path,

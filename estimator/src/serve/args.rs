@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context;
 use serde::Deserialize;
 
 use greenpipe_common::listen::parse_listen_address;
@@ -228,10 +227,15 @@ impl std::fmt::Debug for EndpointFile {
 
 impl FileConfig {
     /// Reads and parses `path`.
-    pub fn load(path: &Path) -> anyhow::Result<FileConfig> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading --config.file {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("--config.file {}", path.display()))
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ConfigError::ParseFile {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }
 
@@ -242,6 +246,51 @@ fn header_args(flags: &[HeaderArg], file: &EndpointFile) -> Vec<String> {
         .map(|h| h.0.clone())
         .chain(file.header.iter().map(|(n, v)| format!("{n}={v}")))
         .collect()
+}
+
+/// Why `serve`'s flags or `--config.file` were refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A flag's value is out of range or contradicts another flag.
+    #[error("{0}")]
+    Flag(String),
+    /// `--config.file` could not be read.
+    #[error("reading --config.file {}", path.display())]
+    ReadFile {
+        /// The file.
+        path: PathBuf,
+        /// The read error.
+        source: std::io::Error,
+    },
+    /// `--config.file` is not valid TOML or has unknown keys.
+    #[error("--config.file {}", path.display())]
+    ParseFile {
+        /// The file.
+        path: PathBuf,
+        /// toml's error (it names the key).
+        source: toml::de::Error,
+    },
+    /// An endpoint's URL, auth or header flags.
+    #[error(transparent)]
+    Endpoint(#[from] crate::endpoint::EndpointError),
+    /// The model files.
+    #[error(transparent)]
+    Models(#[from] crate::model_registry::RegistryError),
+    /// `--web.listen-address`.
+    #[error(transparent)]
+    Listen(#[from] greenpipe_common::listen::ListenAddressError),
+    /// `--web.config.file`.
+    #[error(transparent)]
+    Web(#[from] greenpipe_web::LoadError),
+}
+
+/// Refuses with `message` unless `ok`.
+fn ensure(ok: bool, message: impl FnOnce() -> String) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::Flag(message()))
+    }
 }
 
 /// Validated configuration.
@@ -257,7 +306,7 @@ pub struct Config {
 
 impl ServeArgs {
     /// Checks the flags, loads the model file and builds the HTTP clients.
-    pub fn into_config(self) -> anyhow::Result<Config> {
+    pub fn into_config(self) -> Result<Config, ConfigError> {
         let rate_window = self
             .rate_window
             .unwrap_or_else(|| (self.interval * 4).max(Duration::from_secs(5)));
@@ -265,36 +314,33 @@ impl ServeArgs {
             .delay
             .unwrap_or_else(|| self.prometheus_engine.default_delay());
         if let Some(name) = &self.shard_label {
-            anyhow::ensure!(
-                is_label_name(name),
-                "--shard.label {name:?} is not a label name"
-            );
+            ensure(is_label_name(name), || {
+                format!("--shard.label {name:?} is not a label name")
+            })?;
         }
-        anyhow::ensure!(
-            self.interval >= Duration::from_millis(10),
-            "--interval {:?} is too short",
-            self.interval
-        );
-        anyhow::ensure!(
+        ensure(self.interval >= Duration::from_millis(10), || {
+            format!("--interval {:?} is too short", self.interval)
+        })?;
+        ensure(
             self.interval.as_millis() as u64 as f64 * 1e-3 == self.interval.as_secs_f64(),
-            "--interval must be a whole number of milliseconds"
-        );
-        anyhow::ensure!(
-            rate_window >= self.interval,
-            "--rate-window {rate_window:?} is shorter than --interval"
-        );
-        anyhow::ensure!(
-            self.backfill_max_ticks >= 1,
-            "--backfill.max-ticks-per-query must be >= 1"
-        );
-        anyhow::ensure!(
+            || "--interval must be a whole number of milliseconds".to_string(),
+        )?;
+        ensure(rate_window >= self.interval, || {
+            format!("--rate-window {rate_window:?} is shorter than --interval")
+        })?;
+        ensure(self.backfill_max_ticks >= 1, || {
+            "--backfill.max-ticks-per-query must be >= 1".to_string()
+        })?;
+        ensure(
             (1..=self.backfill_max_ticks).contains(&self.read_ticks),
-            "--read.ticks-per-query must be between 1 and --backfill.max-ticks-per-query"
-        );
-        anyhow::ensure!(
-            self.max_samples_per_request >= 1,
-            "--remote-write.max-samples-per-request must be >= 1"
-        );
+            || {
+                "--read.ticks-per-query must be between 1 and --backfill.max-ticks-per-query"
+                    .to_string()
+            },
+        )?;
+        ensure(self.max_samples_per_request >= 1, || {
+            "--remote-write.max-samples-per-request must be >= 1".to_string()
+        })?;
         let file = match &self.config_file {
             Some(path) => FileConfig::load(path)?,
             None => FileConfig::default(),
@@ -329,10 +375,10 @@ impl ServeArgs {
             self.http_timeout,
         )?;
         let otlp_headers = header_args(&self.otlp_header, &file.otlp);
-        anyhow::ensure!(
+        ensure(
             self.otlp_endpoint.is_some() || otlp_headers.is_empty(),
-            "OTLP headers are set but --otlp.endpoint is not"
-        );
+            || "OTLP headers are set but --otlp.endpoint is not".to_string(),
+        )?;
         let otlp = match &self.otlp_endpoint {
             Some(url) => Some(Endpoint::new(
                 "otlp",
@@ -413,7 +459,7 @@ mod tests {
         ]
         .into_iter()
         .chain(extra.iter().copied());
-        Cli::try_parse_from(argv)?.serve.into_config()
+        Ok(Cli::try_parse_from(argv)?.serve.into_config()?)
     }
 
     fn sent(endpoint: &Endpoint) -> Vec<(String, String, bool)> {

@@ -13,8 +13,8 @@
 
 use greenpipe_common::model::{ModelKind, RegressionTree, TreeNode};
 
-use crate::offline::models::trees::{Rng, TreeParams};
-use crate::offline::samples::Matrix;
+use crate::models::trees::{Rng, TreeParams};
+use crate::samples::Matrix;
 
 /// Every input's values (column-major) and its rows in ascending value order.
 #[derive(Debug)]

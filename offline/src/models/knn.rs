@@ -6,7 +6,7 @@
 
 use greenpipe_common::model::ModelKind;
 
-use crate::offline::samples::Matrix;
+use crate::samples::Matrix;
 
 /// Stored points at most.
 pub const MAX_POINTS: usize = 2000;

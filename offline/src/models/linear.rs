@@ -10,7 +10,7 @@ use greenpipe_common::model::ModelKind;
 use linfa::prelude::*;
 use ndarray::{Array1, Array2};
 
-use crate::offline::samples::Matrix;
+use crate::samples::Matrix;
 
 fn dataset(x: &Matrix, y: &[f64]) -> Result<Dataset<f64, f64, ndarray::Ix1>, FitError> {
     let records =

@@ -46,7 +46,7 @@ pub enum FitError {
     RidgeSolve(#[source] NotPositiveDefinite),
 }
 
-use crate::offline::samples::Matrix;
+use crate::samples::Matrix;
 use trees::{BoostParams, ForestParams, TreeParams};
 
 /// One model family with fixed hyperparameters.

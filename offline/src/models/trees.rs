@@ -12,8 +12,8 @@
 
 use greenpipe_common::model::{ModelKind, RegressionTree, TreeNode};
 
-use crate::offline::models::linear;
-use crate::offline::samples::Matrix;
+use crate::models::linear;
+use crate::samples::Matrix;
 
 /// Bins per input at most (fits in a `u8`).
 pub const MAX_BINS: usize = 64;
