@@ -10,6 +10,7 @@ pub mod closed_loop_meter;
 pub mod control_plane;
 pub mod models;
 pub mod pki;
+pub mod prometheus3;
 pub mod scrape;
 
 use std::net::TcpListener;
@@ -487,6 +488,20 @@ pub fn gauge_series(
     window: (i64, i64, i64),
 ) -> greenpipe_estimator::remote_write::TimeSeries {
     series_of(name, labels, window, |_| value)
+}
+
+/// The tick times of the estimator's markers stored in `base` over the last 10 minutes: the
+/// ticks it wrote completely.
+pub fn marker_ticks(base: &str) -> std::collections::BTreeSet<i64> {
+    raw_samples(
+        base,
+        greenpipe_common::names::estimate::TICK_TIMESTAMP_SECONDS,
+        "10m",
+    )
+    .unwrap_or_default()
+    .into_iter()
+    .flat_map(|s| s.samples.into_iter().map(|(t, _)| t))
+    .collect()
 }
 
 /// The smallest input `serve` estimates a node from, over `span`: `node`'s CPU busy 1 s/s

@@ -5,30 +5,18 @@
 //! bounded time, never as `outcome="ok"` or an absurd abandoned-tick count, and once the proxy
 //! behaves again every tick from the first to the last is in Prometheus.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use greenpipe_common::names::{estimate, estimator as self_metric};
+use greenpipe_common::names::estimator as self_metric;
+use greenpipe_tests::models::{cpu_linear_model, file_json};
 use greenpipe_tests::{
-    free_port, now_ms, one_container_node, raw_samples, remote_write, wait_for, workspace_binary,
+    free_port, marker_ticks, now_ms, one_container_node, remote_write, wait_for, workspace_binary,
     Guard, Prometheus,
 };
-
-const MODEL: &str = r#"{
-  "schema_version": 1,
-  "models": [{
-    "name": "linear-faults",
-    "selector": {"default": true},
-    "features": [{"feature": "cpu_seconds_per_second", "mean": 0.0, "scale": 1.0}],
-    "regressor": {"kind": "linear", "intercept": 3.0, "coefficients": [2.0]},
-    "idle_power_watts": 3.0,
-    "attribution_weights": [{"feature": "cpu_seconds_per_second", "watts_per_unit": 2.0}]
-  }]
-}"#;
 
 /// What the proxy does to each request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,15 +213,6 @@ impl Estimator {
     }
 }
 
-/// Tick times of the markers in Prometheus over the last 10 minutes.
-fn marker_ticks(prom: &Prometheus) -> BTreeSet<i64> {
-    raw_samples(&prom.url, estimate::TICK_TIMESTAMP_SECONDS, "10m")
-        .unwrap_or_default()
-        .into_iter()
-        .flat_map(|s| s.samples.into_iter().map(|(t, _)| t))
-        .collect()
-}
-
 #[test]
 fn a_misbehaving_prometheus_gives_counted_errors_and_loses_no_tick() {
     let dir = tempfile::tempdir().unwrap();
@@ -247,7 +226,7 @@ fn a_misbehaving_prometheus_gives_counted_errors_and_loses_no_tick() {
     )
     .expect("pushing features");
     let models = dir.path().join("models.json");
-    std::fs::write(&models, MODEL).unwrap();
+    std::fs::write(&models, file_json(&[cpu_linear_model("linear-faults")])).unwrap();
     let fault = Arc::new(AtomicU8::new(Fault::None as u8));
     let (proxy, well_formed) = start_proxy(prom.url.clone(), fault.clone());
     let well_formed = || well_formed.load(Ordering::SeqCst) as f64;
@@ -255,10 +234,10 @@ fn a_misbehaving_prometheus_gives_counted_errors_and_loses_no_tick() {
 
     let mut a = Estimator::start(&models, &proxy, &dir.path().join("a.log"));
     wait_for(Duration::from_secs(60), || {
-        (marker_ticks(&prom).len() >= 3).then_some(())
+        (marker_ticks(&prom.url).len() >= 3).then_some(())
     })
     .expect("first ticks through the proxy");
-    let first_tick = *marker_ticks(&prom).first().unwrap();
+    let first_tick = *marker_ticks(&prom.url).first().unwrap();
 
     for (f, what) in [
         (Fault::Slow, "answers slower than --http.timeout"),
@@ -280,7 +259,7 @@ fn a_misbehaving_prometheus_gives_counted_errors_and_loses_no_tick() {
         set(Fault::None);
         let resumed = now_ms();
         wait_for(Duration::from_secs(30), || {
-            (*marker_ticks(&prom).last()? >= resumed).then_some(())
+            (*marker_ticks(&prom.url).last()? >= resumed).then_some(())
         })
         .unwrap_or_else(|| panic!("ticks resume after {what}"));
     }
@@ -334,7 +313,7 @@ fn a_misbehaving_prometheus_gives_counted_errors_and_loses_no_tick() {
     set(Fault::None);
     let recovered = now_ms();
     wait_for(Duration::from_secs(60), || {
-        (*marker_ticks(&prom).last()? >= recovered).then_some(())
+        (*marker_ticks(&prom.url).last()? >= recovered).then_some(())
     })
     .expect("the restarted estimator catches up");
 
@@ -345,7 +324,7 @@ fn a_misbehaving_prometheus_gives_counted_errors_and_loses_no_tick() {
         "restarted: {ok} queries counted ok"
     );
     assert!(b.metric(self_metric::TICKS_BACKFILLED_TOTAL, "") >= 1.0);
-    let ticks = marker_ticks(&prom);
+    let ticks = marker_ticks(&prom.url);
     let last = *ticks.last().unwrap();
     let missing: Vec<i64> = (0..=(last - first_tick) / 1000)
         .map(|k| first_tick + k * 1000)

@@ -4,28 +4,16 @@
 //! expected `X-Scope-OrgID` (and, on writes, an API key). The estimator's ticks land only if
 //! every request carried them; its debug log must not show the values.
 
-use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use greenpipe_common::names::{estimate, estimator as own};
+use greenpipe_common::names::estimator as own;
+use greenpipe_tests::models::{cpu_linear_model, file_json};
 use greenpipe_tests::{
-    free_port, now_ms, one_container_node, raw_samples, remote_write, self_metric, test_binary,
+    free_port, marker_ticks, now_ms, one_container_node, remote_write, self_metric, test_binary,
     wait_for, Guard, Prometheus,
 };
-
-const MODEL: &str = r#"{
-  "schema_version": 1,
-  "models": [{
-    "name": "linear-headers",
-    "selector": {"default": true},
-    "features": [{"feature": "cpu_seconds_per_second", "mean": 0.0, "scale": 1.0}],
-    "regressor": {"kind": "linear", "intercept": 3.0, "coefficients": [2.0]},
-    "idle_power_watts": 3.0,
-    "attribution_weights": [{"feature": "cpu_seconds_per_second", "watts_per_unit": 2.0}]
-  }]
-}"#;
 
 const QUERY_TENANT: &str = "tenant-query-7f3a";
 const WRITE_TENANT: &str = "tenant-write-91c2";
@@ -110,14 +98,6 @@ fn start_gate(upstream: String, seen: Arc<Mutex<Seen>>) -> String {
     url
 }
 
-fn marker_ticks(prom: &Prometheus) -> BTreeSet<i64> {
-    raw_samples(&prom.url, estimate::TICK_TIMESTAMP_SECONDS, "10m")
-        .unwrap_or_default()
-        .into_iter()
-        .flat_map(|s| s.samples.into_iter().map(|(t, _)| t))
-        .collect()
-}
-
 #[test]
 fn headers_from_flags_and_config_file_reach_the_server_and_are_not_logged() {
     let dir = tempfile::tempdir().unwrap();
@@ -133,7 +113,7 @@ fn headers_from_flags_and_config_file_reach_the_server_and_are_not_logged() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let gate = start_gate(prom.url.clone(), seen.clone());
     let models = dir.path().join("models.json");
-    std::fs::write(&models, MODEL).unwrap();
+    std::fs::write(&models, file_json(&[cpu_linear_model("linear-headers")])).unwrap();
     // The write tenant from a flag, the API key from the file (a secret kept off the command
     // line), the query tenant from a flag.
     let config = dir.path().join("serve.toml");
@@ -166,7 +146,7 @@ fn headers_from_flags_and_config_file_reach_the_server_and_are_not_logged() {
     );
     let metrics = format!("http://127.0.0.1:{port}/metrics");
     wait_for(Duration::from_secs(60), || {
-        (marker_ticks(&prom).len() >= 5).then_some(())
+        (marker_ticks(&prom.url).len() >= 5).then_some(())
     })
     .unwrap_or_else(|| {
         panic!(

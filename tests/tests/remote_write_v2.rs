@@ -8,7 +8,7 @@
 //! header).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,88 +21,15 @@ use greenpipe_estimator::remote_write::{
     VERSION_HEADER,
 };
 use greenpipe_estimator::telemetry::Telemetry;
+use greenpipe_tests::models::{cpu_linear_model, file_json};
+use greenpipe_tests::prometheus3::Prometheus3;
 use greenpipe_tests::{
-    free_port, now_ms, one_container_node, raw_samples, remote_write, self_metric, test_binary,
-    wait_for, workspace_root, Guard, Prometheus, StoredSeries,
+    free_port, marker_ticks, now_ms, one_container_node, raw_samples, remote_write, self_metric,
+    test_binary, wait_for, Guard, Prometheus, StoredSeries,
 };
 
-/// The directory of the Prometheus 3 build (built on first use, cached per machine).
-fn prometheus3_binary() -> PathBuf {
-    let out = Command::new(workspace_root().join("scripts/backends.sh"))
-        .args(["build", "prometheus3"])
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("running scripts/backends.sh");
-    assert!(
-        out.status.success(),
-        "scripts/backends.sh build prometheus3 failed"
-    );
-    let dir = String::from_utf8(out.stdout).unwrap();
-    PathBuf::from(dir.trim()).join("prometheus")
-}
-
-/// A private Prometheus 3 receiving remote writes on a loopback port.
-struct Prometheus3 {
-    url: String,
-    dir: tempfile::TempDir,
-    _guard: Guard,
-}
-
-impl Prometheus3 {
-    /// `accepted`: remote-write messages taken; `features`: `--enable-feature` values.
-    fn start(accepted: &[&str], features: &[&str]) -> Prometheus3 {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("prometheus.yml");
-        std::fs::write(&config, "global:\n  scrape_interval: 15s\n").unwrap();
-        let port = free_port();
-        let mut cmd = Command::new(prometheus3_binary());
-        cmd.arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--web.enable-remote-write-receiver");
-        for m in accepted {
-            cmd.arg(format!(
-                "--web.remote-write-receiver.accepted-protobuf-messages={m}"
-            ));
-        }
-        if !features.is_empty() {
-            cmd.arg(format!("--enable-feature={}", features.join(",")));
-        }
-        let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-        let guard = Guard::new(
-            "prometheus3",
-            cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap(),
-        );
-        let url = format!("http://127.0.0.1:{port}");
-        wait_for(Duration::from_secs(60), || {
-            reqwest::blocking::get(format!("{url}/-/ready"))
-                .ok()
-                .filter(|r| r.status().is_success())
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "prometheus 3 not ready:\n{}",
-                std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
-            )
-        });
-        Prometheus3 {
-            url,
-            dir,
-            _guard: guard,
-        }
-    }
-
-    fn write_url(&self) -> String {
-        format!("{}/api/v1/write", self.url)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
-    }
-}
+/// No scrape targets: it only receives.
+const CONFIG: &str = "global:\n  scrape_interval: 15s\n";
 
 fn series(name: &str, labels: &[(&str, &str)], samples: &[(i64, f64)]) -> TimeSeries {
     let mut ts = TimeSeries::new(name, labels);
@@ -125,6 +52,8 @@ fn a_2_0_request_is_stored_sample_by_sample_with_its_metadata_and_start_timestam
     let p3 = Prometheus3::start(
         &["prometheus.WriteRequest", "io.prometheus.write.v2.Request"],
         &["type-and-unit-labels", "created-timestamp-zero-ingestion"],
+        &[],
+        CONFIG,
     );
     let t0 = now_ms() / 1000 * 1000 - 60_000;
     let energy: Vec<(i64, f64)> = (1..=5).map(|k| (t0 + k * 1000, 10.0 * k as f64)).collect();
@@ -250,7 +179,7 @@ fn the_sender_falls_back_to_1_0_on_415_and_counts_what_a_partial_write_left_out(
 
     // A Prometheus 3 that takes 1.0 only answers 415: the batch goes again as 1.0, and so does
     // every later one.
-    let v1_only = Prometheus3::start(&["prometheus.WriteRequest"], &[]);
+    let v1_only = Prometheus3::start(&["prometheus.WriteRequest"], &[], &[], CONFIG);
     let telemetry = Arc::new(Telemetry::new());
     let s = sender(&v1_only.write_url(), &telemetry);
     let report = runtime.block_on(s.send(vec![node(t0, 4.0)]));
@@ -266,7 +195,7 @@ fn the_sender_falls_back_to_1_0_on_415_and_counts_what_a_partial_write_left_out(
 
     // A 2.0 receiver that refuses one sample of three (another value at a stored timestamp)
     // writes the rest and says so: two written, one dropped, and the sender stays on 2.0.
-    let p3 = Prometheus3::start(&["io.prometheus.write.v2.Request"], &[]);
+    let p3 = Prometheus3::start(&["io.prometheus.write.v2.Request"], &[], &[], CONFIG);
     let telemetry = Arc::new(Telemetry::new());
     let s = sender(&p3.write_url(), &telemetry);
     let report = runtime.block_on(s.send(vec![node(t0, 4.0)]));
@@ -299,18 +228,6 @@ fn the_sender_falls_back_to_1_0_on_415_and_counts_what_a_partial_write_left_out(
     );
 }
 
-const MODEL: &str = r#"{
-  "schema_version": 1,
-  "models": [{
-    "name": "linear-rw2",
-    "selector": {"default": true},
-    "features": [{"feature": "cpu_seconds_per_second", "mean": 0.0, "scale": 1.0}],
-    "regressor": {"kind": "linear", "intercept": 3.0, "coefficients": [2.0]},
-    "idle_power_watts": 3.0,
-    "attribution_weights": [{"feature": "cpu_seconds_per_second", "watts_per_unit": 2.0}]
-  }]
-}"#;
-
 fn start_estimator(
     models: &Path,
     source: &str,
@@ -342,14 +259,6 @@ fn start_estimator(
 const OUTPUT_SERIES: &str =
     "{__name__=~\"greenpipe_(node|container)_(power|idle_power|energy)_.*\"}";
 
-fn ticks(base: &str) -> BTreeSet<i64> {
-    raw_samples(base, estimate::TICK_TIMESTAMP_SECONDS, "10m")
-        .unwrap_or_default()
-        .into_iter()
-        .flat_map(|s| s.samples.into_iter().map(|(t, _)| t))
-        .collect()
-}
-
 /// The estimator's output series in `base`, without the `__type__`/`__unit__` labels, keyed by
 /// their labels; samples restricted to `ticks`.
 fn output(
@@ -379,6 +288,8 @@ fn the_estimator_writes_2_0_to_prometheus_3_exactly_what_it_writes_as_1_0() {
     let p3 = Prometheus3::start(
         &["prometheus.WriteRequest", "io.prometheus.write.v2.Request"],
         &["type-and-unit-labels"],
+        &[],
+        CONFIG,
     );
     let old = Prometheus::start(&[], "1s").expect("debian prometheus");
     let now = now_ms() / 1000 * 1000;
@@ -391,7 +302,7 @@ fn the_estimator_writes_2_0_to_prometheus_3_exactly_what_it_writes_as_1_0() {
     .expect("pushing features");
     let dir = tempfile::tempdir().unwrap();
     let models = dir.path().join("models.json");
-    std::fs::write(&models, MODEL).unwrap();
+    std::fs::write(&models, file_json(&[cpu_linear_model("linear-rw2")])).unwrap();
     // Both read the same source. One writes 2.0 to Prometheus 3; the other asks Debian's
     // Prometheus 2.42 for 2.0, gets 2xx without the written-samples header and sends 1.0.
     let (mut a, a_metrics) = start_estimator(
@@ -409,8 +320,8 @@ fn the_estimator_writes_2_0_to_prometheus_3_exactly_what_it_writes_as_1_0() {
         &dir.path().join("v1.log"),
     );
     let common = wait_for(Duration::from_secs(90), || {
-        let common: BTreeSet<i64> = ticks(&p3.url)
-            .intersection(&ticks(&old.url))
+        let common: BTreeSet<i64> = marker_ticks(&p3.url)
+            .intersection(&marker_ticks(&old.url))
             .copied()
             .collect();
         (common.len() >= 6).then_some(common)
