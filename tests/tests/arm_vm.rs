@@ -2,8 +2,9 @@
 //! qemu-system-aarch64 (`-M virt -cpu cortex-a72`, TCG) with an initramfs of Debian arm64
 //! packages and the aarch64 exporter `scripts/test-arm.sh` cross-built with its BPF objects.
 //! In the guest, with pure cgroup v2, a busy shell loop runs 15 s in a pod-shaped cgroup; the
-//! test reads the guest's console and checks that the BPF programs passed the arm64 verifier
-//! and that the eBPF collector attributed the loop's CPU to its container.
+//! test reads the guest's console and checks that the BPF programs passed the arm64 verifier,
+//! that the eBPF collector attributed the loop's CPU to its container, and that the perf
+//! collector counts the container's cycles on the ARMv8 PMU with the events QEMU lacks left out.
 
 use greenpipe_common::names::{container, exporter, label, source};
 use greenpipe_tests::arm::{boot_vm, cross_binary, AARCH64};
@@ -107,4 +108,58 @@ fn bpf_loads_under_the_arm64_verifier_and_attributes_a_busy_cgroup() {
             "{src}: {exported} s vs guest cpu.stat {kernel_seconds} s"
         );
     }
+
+    // Perf on the ARMv8 PMU. QEMU's (TCG, no icount) counts cycles only, on a 1 GHz virtual
+    // clock: instructions and cache misses are refused with ENOENT, logged once and not
+    // exported, and the cycles of the container's cgroup are its running time × 1 GHz.
+    assert_eq!(
+        sample(
+            page,
+            exporter::COLLECTOR_AVAILABLE,
+            &[("collector", "perf")]
+        ),
+        Some(1.0),
+        "perf collector unavailable in the guest; log:\n{}",
+        run.log
+    );
+    let open = sample(page, exporter::PERF_EVENTS_OPEN, &[]).unwrap_or(0.0);
+    assert!(
+        open > 0.0,
+        "no perf event open in the guest; log:\n{}",
+        run.log
+    );
+    for (event, family) in [
+        ("instructions", container::CPU_INSTRUCTIONS_TOTAL),
+        ("cache-misses", container::CACHE_MISSES_TOTAL),
+    ] {
+        let logged = run.log.lines().any(|l| {
+            l.contains("does not count the event") && l.contains(&format!("event=\"{event}\""))
+        });
+        let exported = page.lines().any(|l| l.starts_with(family));
+        assert!(
+            logged != exported,
+            "{event}: logged as missing {logged}, exported {exported}; log:\n{}",
+            run.log
+        );
+    }
+    let cycles = samples(
+        page,
+        container::CPU_CYCLES_TOTAL,
+        &[
+            (label::CONTAINER_ID, id),
+            (label::POD_UID, pod_uid),
+            (label::SOURCE, source::PERF),
+        ],
+    );
+    let [cycles] = cycles[..] else {
+        panic!("expected one perf cycles series for container {id}, got {cycles:?}")
+    };
+    eprintln!(
+        "perf: {cycles} cycles, {:.3} GHz over the cgroup's CPU time",
+        cycles / kernel_seconds / 1e9
+    );
+    assert!(
+        (cycles / kernel_seconds - 1e9).abs() <= 0.05e9,
+        "{cycles} cycles over {kernel_seconds} CPU seconds is not QEMU's 1 GHz"
+    );
 }

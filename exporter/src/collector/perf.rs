@@ -9,7 +9,10 @@
 //! enabled/running, as `perf stat` does.
 //!
 //! Many boards and VMs have no PMU (`perf_event_open` fails with ENOENT); a probe at start
-//! reports the collector unavailable with the reason, and nothing else changes.
+//! reports the collector unavailable with the reason, and nothing else changes. A PMU may also
+//! lack some generic events (QEMU's ARMv8 PMU has cycles but no cache misses): each event is
+//! probed on its own at start, a missing one is logged once and left out of the groups, and its
+//! family is not exported, rather than one absent event losing the others or turning into zeros.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -35,14 +38,52 @@ pub const SPEC: Spec = Spec {
     build,
 };
 
-/// The hardware events of a group, leader first.
+/// The hardware events of a group, leader first: cycles must exist, the others are counted
+/// where the PMU has them.
 const EVENTS: [u64; 3] = [
     sys::bindings::PERF_COUNT_HW_CPU_CYCLES as u64,
     sys::bindings::PERF_COUNT_HW_INSTRUCTIONS as u64,
     sys::bindings::PERF_COUNT_HW_CACHE_MISSES as u64,
 ];
 
-/// Most file descriptors the collector holds (3 per container and CPU); containers past it are
+/// The perf name of each of [`EVENTS`], for messages.
+const EVENT_NAMES: [&str; 3] = ["cycles", "instructions", "cache-misses"];
+
+/// Which of [`EVENTS`] this PMU counts, in [`EVENTS`] order; cycles (index 0) always.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventSet([bool; 3]);
+
+impl EventSet {
+    /// Every event.
+    pub const ALL: EventSet = EventSet([true; 3]);
+
+    /// The set with the given events; cycles are in it whatever `present[0]` says.
+    pub fn new(present: [bool; 3]) -> EventSet {
+        EventSet([true, present[1], present[2]])
+    }
+
+    /// Indices into [`EVENTS`] of the events in the set, leader first.
+    pub fn indices(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..EVENTS.len()).filter(|&i| self.0[i])
+    }
+
+    /// Whether event `i` of [`EVENTS`] is in the set.
+    pub fn contains(&self, i: usize) -> bool {
+        self.0[i]
+    }
+
+    /// Events in the set.
+    pub fn len(&self) -> usize {
+        self.indices().count()
+    }
+
+    /// Never: cycles are always in the set (clippy wants `is_empty` beside `len`).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// Most file descriptors the collector holds (up to 3 per container and CPU); containers past it are
 /// skipped with a warning rather than exhausting the exporter's descriptors.
 const MAX_FDS: usize = 3072;
 
@@ -56,20 +97,26 @@ pub struct GroupReading {
     pub enabled_ns: u64,
     /// Nanoseconds it was actually on the PMU.
     pub running_ns: u64,
-    /// Raw counts, in [`EVENTS`] order.
+    /// Raw counts, in [`EVENTS`] order; 0 for an event not in the group's [`EventSet`].
     pub values: [u64; 3],
 }
 
-/// Parses the words `read(2)` returns for a group: `nr, time_enabled, time_running, value*nr`.
-pub fn parse_group_read(words: &[u64]) -> Option<GroupReading> {
+/// Parses the words `read(2)` returns for a group of `events`: `nr, time_enabled,
+/// time_running, value*nr`, the values in group order.
+pub fn parse_group_read(words: &[u64], events: EventSet) -> Option<GroupReading> {
     let (&nr, rest) = words.split_first()?;
-    if nr as usize != EVENTS.len() || rest.len() < 2 + EVENTS.len() {
+    let n = events.len();
+    if nr as usize != n || rest.len() < 2 + n {
         return None;
+    }
+    let mut values = [0; 3];
+    for (slot, &value) in events.indices().zip(&rest[2..2 + n]) {
+        values[slot] = value;
     }
     Some(GroupReading {
         enabled_ns: rest[0],
         running_ns: rest[1],
-        values: [rest[2], rest[3], rest[4]],
+        values,
     })
 }
 
@@ -95,7 +142,7 @@ struct Group {
 }
 
 impl Group {
-    fn read(&self) -> std::io::Result<GroupReading> {
+    fn read(&self, events: EventSet) -> std::io::Result<GroupReading> {
         let mut words = [0u64; 3 + EVENTS.len()];
         // SAFETY: reads at most size_of_val(words) bytes into the buffer we own.
         let n = unsafe {
@@ -108,7 +155,7 @@ impl Group {
         if n < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        parse_group_read(&words[..n as usize / 8]).ok_or_else(|| {
+        parse_group_read(&words[..n as usize / 8], events).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidData, "short perf group read")
         })
     }
@@ -154,13 +201,36 @@ fn open(
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Whether this host can count hardware cycles at all; the reason if not.
-pub fn probe_pmu(sysfs: &Path) -> Result<(), String> {
-    let mut a = attr(EVENTS[0], false);
+/// Opens event `config` for this process on any CPU, disabled: whether the PMU has it.
+fn probe_event(config: u64) -> std::io::Result<()> {
+    let mut a = attr(config, false);
     a.set_disabled(1);
     a.set_exclude_kernel(1);
-    match open(&mut a, 0, -1, -1, 0) {
-        Ok(_) => Ok(()),
+    open(&mut a, 0, -1, -1, 0).map(drop)
+}
+
+/// The events this host's PMU counts, each logged once when missing; the reason if it cannot
+/// count cycles at all.
+pub fn probe_events(sysfs: &Path) -> Result<EventSet, String> {
+    probe_pmu(sysfs)?;
+    let mut present = [true; 3];
+    for (i, &config) in EVENTS.iter().enumerate().skip(1) {
+        if let Err(e) = probe_event(config) {
+            warn!(
+                event = EVENT_NAMES[i],
+                error = %e,
+                "perf: this PMU does not count the event; its family is not exported"
+            );
+            present[i] = false;
+        }
+    }
+    Ok(EventSet::new(present))
+}
+
+/// Whether this host can count hardware cycles at all; the reason if not.
+pub fn probe_pmu(sysfs: &Path) -> Result<(), String> {
+    match probe_event(EVENTS[0]) {
+        Ok(()) => Ok(()),
         Err(e) => {
             let pmu = sysfs.join("bus/event_source/devices/cpu");
             let pmu_note = if pmu.exists() {
@@ -206,11 +276,12 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<i32>> {
 }
 
 fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
-    probe_pmu(&ctx.paths.sysfs).map_err(CollectError::Unavailable)?;
+    let events = probe_events(&ctx.paths.sysfs).map_err(CollectError::Unavailable)?;
     let root = mounted_v2_root(&ctx.paths.cgroupfs).map_err(CollectError::Unavailable)?;
     let cpus = online_cpus(&ctx.paths.sysfs).map_err(CollectError::Unavailable)?;
     Ok(Box::new(PerfCollector {
         index: CgroupIndex::new(root),
+        events,
         cpus,
         groups: HashMap::new(),
         totals: BTreeMap::new(),
@@ -221,6 +292,8 @@ fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
 
 struct PerfCollector {
     index: CgroupIndex,
+    /// The events each group counts.
+    events: EventSet,
     cpus: Vec<i32>,
     /// Per container cgroup (path): its container and one group per CPU.
     groups: HashMap<PathBuf, (ContainerRef, Vec<Group>)>,
@@ -260,7 +333,7 @@ impl PerfCollector {
             if self.groups.contains_key(&path) {
                 continue;
             }
-            if (self.groups.len() + 1) * self.cpus.len() * EVENTS.len() > MAX_FDS {
+            if (self.groups.len() + 1) * self.cpus.len() * self.events.len() > MAX_FDS {
                 if !self.fd_limit_warned {
                     warn!(
                         max = MAX_FDS,
@@ -274,8 +347,10 @@ impl PerfCollector {
                 Ok(groups) => {
                     self.groups.insert(path, (container, groups));
                 }
-                // Removed between the walk and the open.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                // Removed between the walk and the open: the directory is gone, or perf found
+                // the cgroup offline (ENOENT too). An ENOENT while the directory is still there
+                // is perf's, and reported.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !path.exists() => {}
                 Err(error) => {
                     return Err(Failure::PerfOpen {
                         cgroup: path,
@@ -298,9 +373,9 @@ impl PerfCollector {
             let flags = sys::bindings::PERF_FLAG_PID_CGROUP;
             let leader = open(&mut attr(EVENTS[0], true), dir.as_raw_fd(), cpu, -1, flags)?;
             let mut members = Vec::new();
-            for &event in &EVENTS[1..] {
+            for i in self.events.indices().skip(1) {
                 members.push(open(
-                    &mut attr(event, false),
+                    &mut attr(EVENTS[i], false),
                     dir.as_raw_fd(),
                     cpu,
                     leader.as_raw_fd(),
@@ -312,7 +387,7 @@ impl PerfCollector {
                 _members: members,
                 last: GroupReading::default(),
             };
-            group.last = group.read()?;
+            group.last = group.read(self.events)?;
             groups.push(group);
         }
         Ok(groups)
@@ -328,7 +403,7 @@ impl Collector for PerfCollector {
         for (container, groups) in self.groups.values_mut() {
             let total = self.totals.entry(container.clone()).or_insert([0.0; 3]);
             for group in groups.iter_mut() {
-                let now = group.read().map_err(Failure::PerfRead)?;
+                let now = group.read(self.events).map_err(Failure::PerfRead)?;
                 let delta = scaled_delta(&group.last, &now);
                 group.last = now;
                 for (t, d) in total.iter_mut().zip(delta) {
@@ -342,18 +417,22 @@ impl Collector for PerfCollector {
                 (label::POD_UID, c.pod_uid.as_str()),
                 (label::SOURCE, source::PERF),
             ];
-            for (family, value) in [
-                (&contract::container::CPU_CYCLES_TOTAL, total[0]),
-                (&contract::container::CPU_INSTRUCTIONS_TOTAL, total[1]),
-                (&contract::container::CACHE_MISSES_TOTAL, total[2]),
-            ] {
-                out.push(family, &labels, value.round());
+            for (i, family) in [
+                &contract::container::CPU_CYCLES_TOTAL,
+                &contract::container::CPU_INSTRUCTIONS_TOTAL,
+                &contract::container::CACHE_MISSES_TOTAL,
+            ]
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| self.events.contains(*i))
+            {
+                out.push(family, &labels, total[i].round());
             }
         }
         let fds: usize = self
             .groups
             .values()
-            .map(|(_, g)| g.len() * EVENTS.len())
+            .map(|(_, g)| g.len() * self.events.len())
             .sum();
         out.push(&contract::exporter::PERF_EVENTS_OPEN, &[], fds as f64);
         Ok(())
@@ -444,13 +523,39 @@ mod tests {
 
     #[test]
     fn group_read_layout() {
+        let all = EventSet::ALL;
         assert_eq!(
-            parse_group_read(&[3, 100, 50, 7, 8, 9]),
+            parse_group_read(&[3, 100, 50, 7, 8, 9], all),
             Some(reading(100, 50, [7, 8, 9]))
         );
-        assert_eq!(parse_group_read(&[2, 100, 50, 7, 8]), None);
-        assert_eq!(parse_group_read(&[3, 100, 50, 7]), None);
-        assert_eq!(parse_group_read(&[]), None);
+        assert_eq!(parse_group_read(&[2, 100, 50, 7, 8], all), None);
+        assert_eq!(parse_group_read(&[3, 100, 50, 7], all), None);
+        assert_eq!(parse_group_read(&[], all), None);
+    }
+
+    #[test]
+    fn a_group_without_an_event_reads_the_others_into_their_slots() {
+        // QEMU's ARMv8 PMU: cycles and instructions, no cache misses.
+        let no_misses = EventSet::new([true, true, false]);
+        assert_eq!(no_misses.len(), 2);
+        assert_eq!(
+            parse_group_read(&[2, 100, 50, 7, 8], no_misses),
+            Some(reading(100, 50, [7, 8, 0]))
+        );
+        // Cycles alone: the value lands in the cycles slot, not in instructions'.
+        let cycles = EventSet::new([false, false, false]);
+        assert_eq!(cycles.indices().collect::<Vec<_>>(), [0]);
+        assert_eq!(
+            parse_group_read(&[1, 100, 100, 42], cycles),
+            Some(reading(100, 100, [42, 0, 0]))
+        );
+        // The kernel's count must match the group's: a three-event read is not a two-event one.
+        assert_eq!(parse_group_read(&[3, 100, 50, 7, 8, 9], no_misses), None);
+        let skip_instructions = EventSet::new([true, false, true]);
+        assert_eq!(
+            parse_group_read(&[2, 10, 10, 5, 6], skip_instructions),
+            Some(reading(10, 10, [5, 0, 6]))
+        );
     }
 
     #[test]
