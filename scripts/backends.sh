@@ -8,9 +8,11 @@
 #                                           queries and takes remote writes, write DIR/env
 #   scripts/backends.sh down DIR            stop everything `up DIR` started
 #
-# ENGINE: prometheus3 (Prometheus 3 as remote-write 1.0 + 2.0 and OTLP receiver). Not here yet:
-# vmcluster (the module proxy serves VictoriaMetrics' single-node tags only; vminsert, vmselect
-# and vmstorage live in its -cluster tags, which it refuses), thanos and mimir.
+# ENGINE: prometheus3 (Prometheus 3 as remote-write 1.0 + 2.0 and OTLP receiver); thanos
+# (receive + query, multi-tenant by the THANOS-TENANT header, tenancy enforced on queries).
+# Not here: vmcluster (the module proxy serves VictoriaMetrics' single-node tags only; vminsert,
+# vmselect and vmstorage live in its -cluster tags, which it refuses) and mimir (its tags,
+# mimir-2.x.y, are not semver: the proxy lists no version of github.com/grafana/mimir).
 #
 # DIR/env holds shell assignments: READ_URL (a Prometheus-compatible query root), WRITE_URL
 # (remote-write URL), TENANT_HEADER and TENANT (empty when the engine has none), ENGINE (the
@@ -23,7 +25,10 @@ cache_root="${GREENPIPE_BACKENDS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/greenpip
 # Prometheus 3.x is published to the module proxy as v0.3XX.Y (3.16.0 = v0.316.0).
 prometheus_module=github.com/prometheus/prometheus
 prometheus_version=v0.316.0
-engines=(prometheus3)
+# The newest Thanos whose go.mod this machine's Go 1.26.8 accepts (v0.42.5 wants 1.26.10).
+thanos_module=github.com/thanos-io/thanos
+thanos_version=v0.42.0
+engines=(prometheus3 thanos)
 
 log() { echo "backends: $*" >&2; }
 die() {
@@ -34,6 +39,7 @@ die() {
 bin_dir() {
   case "$1" in
     prometheus3) echo "$cache_root/prometheus-$prometheus_version" ;;
+    thanos) echo "$cache_root/thanos-$thanos_version" ;;
     *) die "unknown engine '$1' (known: ${engines[*]})" ;;
   esac
 }
@@ -41,6 +47,7 @@ bin_dir() {
 binaries() {
   case "$1" in
     prometheus3) echo prometheus ;;
+    thanos) echo thanos ;;
   esac
 }
 
@@ -75,6 +82,16 @@ go_build() {
         -X github.com/prometheus/common/version.Version=$(cat VERSION) \
         -X github.com/prometheus/common/version.Branch=release \
         -X github.com/prometheus/common/version.Revision=$prometheus_version" ./cmd/prometheus)
+      ;;
+    thanos)
+      src="$(module_dir "$thanos_module" "$thanos_version")"
+      # Its release build's tags (.promu.yml): Thanos' gRPC codec casts label sets unsafely,
+      # assuming Prometheus' slice labels; without the tag receive panics in Marshal on the
+      # first query.
+      (cd "$src" && go build -trimpath -tags netgo,slicelabels -o "$tmp/thanos" -ldflags="-s -w \
+        -X github.com/prometheus/common/version.Version=${thanos_version#v} \
+        -X github.com/prometheus/common/version.Branch=release \
+        -X github.com/prometheus/common/version.Revision=$thanos_version" ./cmd/thanos)
       ;;
   esac
 }
@@ -167,6 +184,40 @@ YAML
   printf 'READ_URL=%s\nWRITE_URL=%s\nOTLP_URL=%s\nTENANT_HEADER=\nTENANT=\nENGINE=prometheus\n' \
     "$url" "$url/api/v1/write" "$url/api/v1/otlp/v1/metrics" >"$dir/env"
   log "up: prometheus3 at $url"
+}
+
+# Thanos receive (one ingesting receiver, tenants by THANOS-TENANT, stored with a tenant_id
+# label) and Thanos query over it, enforcing tenancy: a query sees only its tenant's series.
+start_thanos() {
+  local dir="$1" bin rw http grpc qhttp qgrpc
+  bin="$(bin_dir thanos)"
+  rw=$(free_port)
+  http=$(free_port)
+  grpc=$(free_port)
+  qhttp=$(free_port)
+  qgrpc=$(free_port)
+  mkdir -p "$dir/receive"
+  daemon "$dir" thanos-receive "$bin/thanos" receive \
+    --tsdb.path="$dir/receive" \
+    --remote-write.address="127.0.0.1:$rw" \
+    --http-address="127.0.0.1:$http" \
+    --grpc-address="127.0.0.1:$grpc" \
+    --label='receive_replica="0"' \
+    --receive.tenant-header=THANOS-TENANT \
+    --tsdb.out-of-order.time-window=2h \
+    --log.level=warn
+  wait_ready "$dir" thanos-receive "http://127.0.0.1:$http/-/ready"
+  daemon "$dir" thanos-query "$bin/thanos" query \
+    --http-address="127.0.0.1:$qhttp" \
+    --grpc-address="127.0.0.1:$qgrpc" \
+    --endpoint="127.0.0.1:$grpc" \
+    --query.enforce-tenancy \
+    --query.tenant-header=THANOS-TENANT \
+    --log.level=warn
+  wait_ready "$dir" thanos-query "http://127.0.0.1:$qhttp/-/ready"
+  printf 'READ_URL=%s\nWRITE_URL=%s\nTENANT_HEADER=THANOS-TENANT\nTENANT=tenant-a\nENGINE=thanos\n' \
+    "http://127.0.0.1:$qhttp" "http://127.0.0.1:$rw/api/v1/receive" >"$dir/env"
+  log "up: thanos query at http://127.0.0.1:$qhttp, receive at http://127.0.0.1:$rw"
 }
 
 # Runs as the leader of a new process group (see `up`): every daemon inherits the group, so

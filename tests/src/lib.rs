@@ -5,6 +5,7 @@
 //! data directory and `--web.enable-remote-write-receiver`, and is killed when dropped.
 
 pub mod arm;
+pub mod backends;
 pub mod cgroup;
 pub mod closed_loop_meter;
 pub mod control_plane;
@@ -372,12 +373,22 @@ impl Prometheus {
 /// Runs an instant query against any Prometheus-compatible query API (`base` = server root) and
 /// returns the `data.result` array.
 pub fn query_api(base: &str, promql: &str) -> anyhow::Result<Vec<serde_json::Value>> {
-    let body: serde_json::Value = reqwest::blocking::Client::new()
+    query_api_with_headers(base, &[], promql)
+}
+
+/// [`query_api`] with extra request headers (a tenant's).
+pub fn query_api_with_headers(
+    base: &str,
+    headers: &[(&str, &str)],
+    promql: &str,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mut request = reqwest::blocking::Client::new()
         .get(format!("{base}/api/v1/query"))
-        .query(&[("query", promql)])
-        .send()?
-        .error_for_status()?
-        .json()?;
+        .query(&[("query", promql)]);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let body: serde_json::Value = request.send()?.error_for_status()?.json()?;
     Ok(body["data"]["result"]
         .as_array()
         .cloned()
@@ -396,7 +407,17 @@ pub struct StoredSeries {
 /// The raw samples of the series matching `selector` over the last `window` (e.g. `10m`), read
 /// with a range-vector instant query so nothing is interpolated or deduplicated.
 pub fn raw_samples(base: &str, selector: &str, window: &str) -> anyhow::Result<Vec<StoredSeries>> {
-    let result = query_api(base, &format!("{selector}[{window}]"))?;
+    raw_samples_with_headers(base, &[], selector, window)
+}
+
+/// [`raw_samples`] with extra request headers (a tenant's).
+pub fn raw_samples_with_headers(
+    base: &str,
+    headers: &[(&str, &str)],
+    selector: &str,
+    window: &str,
+) -> anyhow::Result<Vec<StoredSeries>> {
+    let result = query_api_with_headers(base, headers, &format!("{selector}[{window}]"))?;
     Ok(result
         .iter()
         .map(|s| StoredSeries {
@@ -430,11 +451,23 @@ pub fn remote_write(
     url: &str,
     series: Vec<greenpipe_estimator::remote_write::TimeSeries>,
 ) -> anyhow::Result<()> {
+    remote_write_with_headers(url, &[], series)
+}
+
+/// [`remote_write`] with extra request headers (a tenant's, e.g. `THANOS-TENANT`).
+pub fn remote_write_with_headers(
+    url: &str,
+    headers: &[(&str, &str)],
+    series: Vec<greenpipe_estimator::remote_write::TimeSeries>,
+) -> anyhow::Result<()> {
     use greenpipe_estimator::remote_write as rw;
     let client = reqwest::blocking::Client::new();
     for batch in rw::batches(series, rw::BatchLimits::default()) {
-        let response = client
-            .post(url)
+        let mut request = client.post(url);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request
             .header("Content-Encoding", rw::CONTENT_ENCODING)
             .header("Content-Type", rw::CONTENT_TYPE)
             .header(rw::VERSION_HEADER, rw::VERSION)

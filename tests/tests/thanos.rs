@@ -1,0 +1,164 @@
+//! The estimator on a real Thanos (receive + query, v0.42.0 built from source by
+//! `scripts/backends.sh up DIR thanos`; feature `backends`, run by scripts/test-backends.sh).
+//! It reads the fleet's features through Thanos query (`--prometheus.engine thanos`) and writes
+//! its results to Thanos receive, both as tenant `tenant-a` (`THANOS-TENANT`, from
+//! `--prometheus.header` and `--remote-write.header`); query enforces tenancy. Predictions land,
+//! the containers' shares add up to the node, the ticks run on without a gap across an estimator
+//! restart with the energy counter continuing, and tenant `tenant-b` sees none of it.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use greenpipe_common::names::estimate;
+use greenpipe_tests::backends::Backend;
+use greenpipe_tests::models::{cpu_linear_model, file_json};
+use greenpipe_tests::{
+    free_port, now_ms, one_container_node, query_api_with_headers, raw_samples_with_headers,
+    remote_write_with_headers, test_binary, wait_for, Guard, StoredSeries,
+};
+
+/// `serve` against Thanos as `tenant`, its log in `log`.
+fn start_estimator(
+    read: &str,
+    write: &str,
+    header: &str,
+    models: &std::path::Path,
+    log: &std::path::Path,
+) -> Guard {
+    let tenant = format!("{header}=tenant-a");
+    let child = Command::new(test_binary("greenpipe-estimator"))
+        .arg("serve")
+        .arg(format!("--prometheus-url={read}"))
+        .arg(format!("--remote-write-url={write}"))
+        .arg("--prometheus.engine=thanos")
+        .arg(format!("--prometheus.header={tenant}"))
+        .arg(format!("--remote-write.header={tenant}"))
+        .arg(format!("--models={}", models.display()))
+        .args(["--interval=1s", "--rate-window=5s"])
+        .arg(format!("--web.listen-address=127.0.0.1:{}", free_port()))
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .unwrap(),
+        )
+        .spawn()
+        .expect("starting the estimator");
+    Guard::new("estimator", child)
+}
+
+/// The series matching `selector` as the tenant of `headers` sees them, keyed by labels.
+fn series(
+    read: &str,
+    headers: &[(&str, &str)],
+    selector: &str,
+) -> BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> {
+    raw_samples_with_headers(read, headers, selector, "10m")
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s: StoredSeries| (s.labels, s.samples))
+        .collect()
+}
+
+#[test]
+fn the_estimator_reads_and_writes_one_tenant_of_thanos_across_a_restart() {
+    let backend = Backend::up("thanos");
+    let (read, write) = (backend.var("READ_URL"), backend.var("WRITE_URL"));
+    let header = backend.var("TENANT_HEADER");
+    assert_eq!(backend.var("ENGINE"), "thanos");
+    let tenant_a = [(header, "tenant-a")];
+    let tenant_b = [(header, "tenant-b")];
+    let now = now_ms() / 1000 * 1000;
+    let span = (now - 120_000, now + 400_000, 1000);
+    let ctr = [("node", "t1"), ("container_id", "k1"), ("pod_uid", "p1")];
+    remote_write_with_headers(write, &tenant_a, one_container_node("t1", &ctr, span))
+        .unwrap_or_else(|e| panic!("pushing features: {e:#}\n{}", backend.logs()));
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models.json");
+    std::fs::write(&models, file_json(&[cpu_linear_model("linear-thanos")])).unwrap();
+    let log = dir.path().join("estimator.log");
+    let marker = estimate::TICK_TIMESTAMP_SECONDS;
+    let ticks = || -> Vec<i64> {
+        let mut t: Vec<i64> = series(read, &tenant_a, marker)
+            .into_values()
+            .flatten()
+            .map(|(t, _)| t)
+            .collect();
+        t.sort();
+        t
+    };
+    let fail = |what: &str| -> String {
+        format!(
+            "{what}; estimator log:\n{}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default(),
+            backend.logs()
+        )
+    };
+
+    let mut estimator = start_estimator(read, write, header, &models, &log);
+    wait_for(Duration::from_secs(90), || {
+        (ticks().len() >= 5).then_some(())
+    })
+    .unwrap_or_else(|| panic!("{}", fail("fewer than 5 ticks through Thanos")));
+    estimator.terminate();
+    let stopped = *ticks().last().unwrap();
+    std::thread::sleep(Duration::from_secs(8));
+    let mut estimator = start_estimator(read, write, header, &models, &log);
+    wait_for(Duration::from_secs(90), || {
+        (*ticks().last()? >= stopped + 15_000).then_some(())
+    })
+    .unwrap_or_else(|| panic!("{}", fail("no tick 15 s past the restart")));
+    estimator.terminate();
+
+    // Every tick from the first to the last, once.
+    let ticks = ticks();
+    assert!(
+        ticks.windows(2).all(|w| w[1] - w[0] == 1000),
+        "gaps or duplicates across the restart at {stopped}: {ticks:?}"
+    );
+    let node = series(read, &tenant_a, estimate::NODE_POWER_WATTS);
+    let [(labels, power)] = &node.into_iter().collect::<Vec<_>>()[..] else {
+        panic!("{}", fail("expected one node power series"))
+    };
+    assert_eq!(labels["node"], "t1", "{labels:?}");
+    assert_eq!(labels["tenant_id"], "tenant-a", "{labels:?}");
+    let at = |s: &[(i64, f64)], t: i64| s.iter().find(|(u, _)| *u == t).map(|(_, v)| *v);
+    for &t in &ticks {
+        // 3 W + 2 W per CPU second per second (the user mode, 1/s).
+        let w = at(power, t).unwrap_or_else(|| panic!("no node power at tick {t}"));
+        assert!((w - 5.0).abs() < 1e-9, "node power {w} W at {t}");
+    }
+    let shares = series(read, &tenant_a, estimate::CONTAINER_POWER_WATTS);
+    assert!(shares.len() >= 2, "{:?}", shares.keys());
+    for &t in &ticks {
+        let sum: f64 = shares.values().filter_map(|s| at(s, t)).sum();
+        assert!(
+            (sum - 5.0).abs() < 1e-9,
+            "containers' shares {sum} W at {t}"
+        );
+    }
+    // The energy counter goes on across the restart: 5 J a tick, never back.
+    let energy = series(read, &tenant_a, estimate::NODE_ENERGY_JOULES_TOTAL);
+    let [(_, joules)] = &energy.into_iter().collect::<Vec<_>>()[..] else {
+        panic!("{}", fail("expected one node energy series"))
+    };
+    let steps: Vec<f64> = ticks
+        .windows(2)
+        .map(|w| at(joules, w[1]).unwrap() - at(joules, w[0]).unwrap())
+        .collect();
+    assert!(
+        steps.iter().all(|d| (d - 5.0).abs() < 1e-6),
+        "energy steps {steps:?}"
+    );
+
+    // The other tenant sees nothing of tenant-a: neither the features nor the results.
+    let seen_by_b =
+        query_api_with_headers(read, &tenant_b, "{__name__=~\"greenpipe_.+\"}").unwrap();
+    assert!(seen_by_b.is_empty(), "tenant-b sees {seen_by_b:?}");
+    let seen_by_a =
+        query_api_with_headers(read, &tenant_a, "{__name__=~\"greenpipe_.+\"}").unwrap();
+    assert!(!seen_by_a.is_empty());
+}
