@@ -98,6 +98,15 @@ fn the_estimator_reads_and_writes_one_tenant_of_thanos_across_a_restart() {
         )
     };
 
+    // Thanos query learns a new tenant's time range from receive's info, refreshed every few
+    // seconds; until then it answers nothing for it, and the estimator would find no node at
+    // those ticks.
+    wait_for(Duration::from_secs(60), || {
+        let cpu = "greenpipe_node_cpu_seconds_total{node=\"t1\"}";
+        let seen = query_api_with_headers(read, &tenant_a, cpu).unwrap_or_default();
+        (!seen.is_empty()).then_some(())
+    })
+    .unwrap_or_else(|| panic!("{}", fail("the pushed features never reached Thanos query")));
     let mut estimator = start_estimator(read, write, header, &models, &log);
     wait_for(Duration::from_secs(90), || {
         (ticks().len() >= 5).then_some(())
@@ -128,7 +137,9 @@ fn the_estimator_reads_and_writes_one_tenant_of_thanos_across_a_restart() {
     let at = |s: &[(i64, f64)], t: i64| s.iter().find(|(u, _)| *u == t).map(|(_, v)| *v);
     for &t in &ticks {
         // 3 W + 2 W per CPU second per second (the user mode, 1/s).
-        let w = at(power, t).unwrap_or_else(|| panic!("no node power at tick {t}"));
+        let w = at(power, t).unwrap_or_else(|| {
+            panic!("no node power at tick {t}: ticks {ticks:?}, power {power:?}")
+        });
         assert!((w - 5.0).abs() < 1e-9, "node power {w} W at {t}");
     }
     let shares = series(read, &tenant_a, estimate::CONTAINER_POWER_WATTS);
