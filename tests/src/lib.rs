@@ -404,6 +404,29 @@ pub struct StoredSeries {
     pub samples: Vec<(i64, f64)>,
 }
 
+/// Labels of a stored series, its samples.
+pub type SeriesByLabels =
+    std::collections::BTreeMap<std::collections::BTreeMap<String, String>, Vec<(i64, f64)>>;
+
+/// `series` (as [`raw_samples`] returns them) keyed by their labels, each keeping only the
+/// samples whose time is in `ticks` (all of them with `None`).
+pub fn by_labels(
+    series: Vec<StoredSeries>,
+    ticks: Option<&std::collections::BTreeSet<i64>>,
+) -> SeriesByLabels {
+    series
+        .into_iter()
+        .map(|s| {
+            let samples = s
+                .samples
+                .into_iter()
+                .filter(|(t, _)| ticks.is_none_or(|ticks| ticks.contains(t)))
+                .collect();
+            (s.labels, samples)
+        })
+        .collect()
+}
+
 /// The raw samples of the series matching `selector` over the last `window` (e.g. `10m`), read
 /// with a range-vector instant query so nothing is interpolated or deduplicated.
 pub fn raw_samples(base: &str, selector: &str, window: &str) -> anyhow::Result<Vec<StoredSeries>> {

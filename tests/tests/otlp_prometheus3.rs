@@ -12,8 +12,8 @@ use greenpipe_common::names::{estimate, estimator as own};
 use greenpipe_tests::models::{cpu_linear_model, file_json};
 use greenpipe_tests::prometheus3::Prometheus3;
 use greenpipe_tests::{
-    free_port, marker_ticks, now_ms, one_container_node, query_api, raw_samples, remote_write,
-    self_metric, test_binary, wait_for, Guard, StoredSeries,
+    by_labels, free_port, marker_ticks, now_ms, one_container_node, query_api, raw_samples,
+    remote_write, self_metric, test_binary, wait_for, Guard,
 };
 
 /// The remote-written families the estimator also sends as OTLP, and the names Prometheus 3
@@ -65,26 +65,6 @@ fn otlp_labels(remote_written: &BTreeMap<String, String>) -> BTreeMap<String, St
         out.insert("hw_type".to_string(), "container".to_string());
     }
     out
-}
-
-/// Series matching `selector`, keyed by labels, samples restricted to `ticks`.
-fn stored(
-    base: &str,
-    selector: &str,
-    ticks: &BTreeSet<i64>,
-) -> BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> {
-    raw_samples(base, selector, "10m")
-        .unwrap()
-        .into_iter()
-        .map(|s: StoredSeries| {
-            let samples = s
-                .samples
-                .into_iter()
-                .filter(|(t, _)| ticks.contains(t))
-                .collect();
-            (s.labels, samples)
-        })
-        .collect()
 }
 
 #[test]
@@ -149,8 +129,14 @@ fn prometheus_3_stores_the_otlp_output_as_hw_metrics_equal_to_the_remote_written
         "{{__name__=~\"{}\"}}",
         NAMES.map(|(_, otlp)| otlp).join("|")
     );
-    let rw = stored(&p3.url, &rw_selector, &common);
-    let otlp = stored(&p3.url, &otlp_selector, &common);
+    let rw = by_labels(
+        raw_samples(&p3.url, &rw_selector, "10m").unwrap(),
+        Some(&common),
+    );
+    let otlp = by_labels(
+        raw_samples(&p3.url, &otlp_selector, "10m").unwrap(),
+        Some(&common),
+    );
     // Node power and energy, and at least one container's idle and dynamic power and energy.
     assert!(rw.len() >= 2 + 2 * 2, "{:#?}", rw.keys());
     let expected: BTreeSet<BTreeMap<String, String>> = rw.keys().map(otlp_labels).collect();

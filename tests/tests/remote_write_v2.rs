@@ -24,8 +24,8 @@ use greenpipe_estimator::telemetry::Telemetry;
 use greenpipe_tests::models::{cpu_linear_model, file_json};
 use greenpipe_tests::prometheus3::Prometheus3;
 use greenpipe_tests::{
-    free_port, marker_ticks, now_ms, one_container_node, raw_samples, remote_write, self_metric,
-    test_binary, wait_for, Guard, Prometheus, StoredSeries,
+    by_labels, free_port, marker_ticks, now_ms, one_container_node, raw_samples, remote_write,
+    self_metric, test_binary, wait_for, Guard, Prometheus, SeriesByLabels, StoredSeries,
 };
 
 /// No scrape targets: it only receives.
@@ -261,26 +261,15 @@ const OUTPUT_SERIES: &str =
 
 /// The estimator's output series in `base`, without the `__type__`/`__unit__` labels, keyed by
 /// their labels; samples restricted to `ticks`.
-fn output(
-    base: &str,
-    ticks: &BTreeSet<i64>,
-) -> BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> {
+fn output(base: &str, ticks: &BTreeSet<i64>) -> SeriesByLabels {
     // Power and energy names only: the source's feature series (greenpipe_node_cpu_...) live
     // in the same Prometheus 3.
-    raw_samples(base, OUTPUT_SERIES, "10m")
-        .unwrap()
-        .into_iter()
-        .map(|mut s| {
-            s.labels.remove("__type__");
-            s.labels.remove("__unit__");
-            let samples: Vec<(i64, f64)> = s
-                .samples
-                .into_iter()
-                .filter(|(t, _)| ticks.contains(t))
-                .collect();
-            (s.labels, samples)
-        })
-        .collect()
+    let mut series = raw_samples(base, OUTPUT_SERIES, "10m").unwrap();
+    for s in &mut series {
+        s.labels.remove("__type__");
+        s.labels.remove("__unit__");
+    }
+    by_labels(series, Some(ticks))
 }
 
 #[test]

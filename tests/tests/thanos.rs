@@ -6,7 +6,6 @@
 //! the containers' shares add up to the node, the ticks run on without a gap across an estimator
 //! restart with the energy counter continuing, and tenant `tenant-b` sees none of it.
 
-use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -14,8 +13,9 @@ use greenpipe_common::names::estimate;
 use greenpipe_tests::backends::Backend;
 use greenpipe_tests::models::{cpu_linear_model, file_json};
 use greenpipe_tests::{
-    free_port, now_ms, one_container_node, query_api_with_headers, raw_samples_with_headers,
-    remote_write_with_headers, test_binary, wait_for, Guard, StoredSeries,
+    by_labels, free_port, now_ms, one_container_node, query_api_with_headers,
+    raw_samples_with_headers, remote_write_with_headers, test_binary, wait_for, Guard,
+    SeriesByLabels,
 };
 
 /// `serve` against Thanos as `tenant`, its log in `log`.
@@ -51,16 +51,11 @@ fn start_estimator(
 }
 
 /// The series matching `selector` as the tenant of `headers` sees them, keyed by labels.
-fn series(
-    read: &str,
-    headers: &[(&str, &str)],
-    selector: &str,
-) -> BTreeMap<BTreeMap<String, String>, Vec<(i64, f64)>> {
-    raw_samples_with_headers(read, headers, selector, "10m")
-        .unwrap_or_default()
-        .into_iter()
-        .map(|s: StoredSeries| (s.labels, s.samples))
-        .collect()
+fn series(read: &str, headers: &[(&str, &str)], selector: &str) -> SeriesByLabels {
+    by_labels(
+        raw_samples_with_headers(read, headers, selector, "10m").unwrap_or_default(),
+        None,
+    )
 }
 
 #[test]
