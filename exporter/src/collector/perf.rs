@@ -72,14 +72,9 @@ impl EventSet {
         self.0[i]
     }
 
-    /// Events in the set.
-    pub fn len(&self) -> usize {
+    /// How many events the set holds (at least 1: cycles).
+    pub fn count(&self) -> usize {
         self.indices().count()
-    }
-
-    /// Never: cycles are always in the set (clippy wants `is_empty` beside `len`).
-    pub fn is_empty(&self) -> bool {
-        false
     }
 }
 
@@ -105,7 +100,7 @@ pub struct GroupReading {
 /// time_running, value*nr`, the values in group order.
 pub fn parse_group_read(words: &[u64], events: EventSet) -> Option<GroupReading> {
     let (&nr, rest) = words.split_first()?;
-    let n = events.len();
+    let n = events.count();
     if nr as usize != n || rest.len() < 2 + n {
         return None;
     }
@@ -333,7 +328,7 @@ impl PerfCollector {
             if self.groups.contains_key(&path) {
                 continue;
             }
-            if (self.groups.len() + 1) * self.cpus.len() * self.events.len() > MAX_FDS {
+            if (self.groups.len() + 1) * self.cpus.len() * self.events.count() > MAX_FDS {
                 if !self.fd_limit_warned {
                     warn!(
                         max = MAX_FDS,
@@ -432,7 +427,7 @@ impl Collector for PerfCollector {
         let fds: usize = self
             .groups
             .values()
-            .map(|(_, g)| g.len() * self.events.len())
+            .map(|(_, g)| g.len() * self.events.count())
             .sum();
         out.push(&contract::exporter::PERF_EVENTS_OPEN, &[], fds as f64);
         Ok(())
@@ -537,7 +532,7 @@ mod tests {
     fn a_group_without_an_event_reads_the_others_into_their_slots() {
         // QEMU's ARMv8 PMU: cycles and instructions, no cache misses.
         let no_misses = EventSet::new([true, true, false]);
-        assert_eq!(no_misses.len(), 2);
+        assert_eq!(no_misses.count(), 2);
         assert_eq!(
             parse_group_read(&[2, 100, 50, 7, 8], no_misses),
             Some(reading(100, 50, [7, 8, 0]))
