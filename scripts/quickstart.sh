@@ -193,16 +193,19 @@ start exporter "$bin_dir/greenpipe-exporter" \
   --web.listen-address "127.0.0.1:$exporter_port" --node-name "$node"
 wait_http "http://127.0.0.1:$exporter_port/healthz" exporter exporter
 
-board="$(tr -d '\0' 2>/dev/null </proc/device-tree/model || true)"
-case "$board" in
-  *"Raspberry Pi 5"*) profile=rpi5.json ;;
-  *"Raspberry Pi 4"*) profile=rpi4.json ;;
-  *) profile=x86-server.json ;;
-esac
+# The exporter's board detection picks the profile, so the quick start and a board's own
+# exporter agree (its line: "board rpi4 (device-tree model ...); profile rpi4").
+detection="$("$bin_dir/greenpipe-exporter" board)"
+echo "quickstart: $detection"
+profile="$(sed -n 's/.*; profile \([a-z0-9-]*\).*/\1/p' <<<"$detection")"
+[[ -n "$profile" ]] || { echo "quickstart: no profile in the exporter's board line" >&2; exit 1; }
+models=()
+# "default" is the estimator's built-in uncalibrated profile, used when no --models is given.
+[[ "$profile" == default ]] || models=(--models "$root/estimator/models/profiles/$profile.json")
 start estimator "$bin_dir/greenpipe-estimator" serve \
   --prometheus-url "$prom" \
   --remote-write-url "$prom/api/v1/write" \
-  --models "$root/estimator/models/profiles/$profile" \
+  "${models[@]}" \
   --interval 1s \
   --web.listen-address "127.0.0.1:$estimator_port"
 wait_http "http://127.0.0.1:$estimator_port/metrics" estimator estimator

@@ -60,6 +60,9 @@ pub enum Command {
     Bench(BenchArgs),
     /// TCP/UDP echo peer for the network benchmarks (run it on another node).
     Peer(PeerArgs),
+    /// Classify one image: its top classes (and optionally every logit) as one JSON line.
+    /// Checks that a board's build computes what another machine's does.
+    Classify(ClassifyArgs),
     /// List the models and benchmarks.
     List,
 }
@@ -152,6 +155,21 @@ pub struct InferArgs {
     /// Idle time between configurations of a sweep.
     #[arg(long, value_parser = parse_duration, default_value = "15s")]
     pub gap: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ClassifyArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Which image of the set (`--images`, or the generated set) to classify.
+    #[arg(long, default_value_t = 0)]
+    pub image: usize,
+    /// How many of the top classes to print.
+    #[arg(long, default_value_t = 5)]
+    pub top: usize,
+    /// Also print every logit (1000 per image).
+    #[arg(long)]
+    pub logits: bool,
 }
 
 #[derive(Debug, Args)]
@@ -284,6 +302,28 @@ mod tests {
         assert_eq!(parse_bytes("256M").unwrap(), 256 << 20);
         assert_eq!(parse_bytes("4096").unwrap(), 4096);
         assert!(parse_bytes("lots").is_err());
+    }
+
+    #[test]
+    fn classify_takes_one_configuration_and_an_image() {
+        let cli = Cli::try_parse_from([
+            "w",
+            "classify",
+            "--model",
+            "resnet50_v2",
+            "--precision",
+            "int8",
+            "--image",
+            "3",
+            "--logits",
+        ])
+        .unwrap();
+        let Command::Classify(a) = cli.command else {
+            panic!("not classify: {:?}", cli.command)
+        };
+        assert_eq!((a.image, a.top, a.logits), (3, 5, true));
+        assert_eq!(a.model.spec().unwrap().precision, Precision::Int8);
+        assert!(Cli::try_parse_from(["w", "classify", "--image", "1"]).is_err());
     }
 
     #[test]

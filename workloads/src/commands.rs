@@ -10,7 +10,9 @@ use anyhow::{bail, Context};
 
 use greenpipe_common::listen::parse_flag_address;
 
-use crate::cli::{BenchArgs, Cli, ClientArgs, Command, Common, InferArgs, PeerArgs, ServeArgs};
+use crate::cli::{
+    BenchArgs, ClassifyArgs, Cli, ClientArgs, Command, Common, InferArgs, PeerArgs, ServeArgs,
+};
 use greenpipe_workload::bench::{self, Group};
 use greenpipe_workload::campaign::{unix_now, CampaignLog, Placement, Window};
 use greenpipe_workload::images::ImageSet;
@@ -37,9 +39,14 @@ impl Context_ {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    if let Command::List = cli.command {
-        list();
-        return Ok(());
+    match cli.command {
+        Command::List => {
+            list();
+            return Ok(());
+        }
+        // One computation, nothing to count: no /metrics, no run window.
+        Command::Classify(a) => return classify(a),
+        _ => {}
     }
     let ctx = context(&cli.common).await?;
     match cli.command {
@@ -48,7 +55,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Client(a) => client(&ctx, a).await,
         Command::Bench(a) => bench_group(&ctx, a).await,
         Command::Peer(a) => peer(&ctx, a).await,
-        Command::List => unreachable!("handled above"),
+        Command::List | Command::Classify(_) => unreachable!("handled above"),
     }
 }
 
@@ -81,6 +88,41 @@ fn list() {
     for b in bench::all() {
         println!("  {:<18} {:<9} {}", b.name, b.group.name(), b.unit);
     }
+}
+
+/// Builds the one configuration, runs it on one image, prints one JSON line.
+fn classify(args: ClassifyArgs) -> anyhow::Result<()> {
+    let spec = args.model.spec()?;
+    if spec.batch != 1 {
+        bail!("classify takes --batch 1 (one image)");
+    }
+    let images = images_for(&args.model.images)?;
+    if args.image >= images.len() {
+        bail!(
+            "--image {} is past the set's {} images",
+            args.image,
+            images.len()
+        );
+    }
+    let calibration = images.batch(0, 1, spec.image_size)?;
+    let engine = Engine::build_with(&spec, &calibration, &args.model.libraries())?;
+    let input = images.batch(args.image, 1, spec.image_size)?;
+    let logits = engine.infer(&input)?;
+    let mut ranked: Vec<(usize, f32)> = logits.iter().copied().enumerate().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    ranked.truncate(args.top);
+    let mut line = model_config(&spec, "local");
+    line["host_arch"] = std::env::consts::ARCH.into();
+    line["image"] = images.images[args.image].0.clone().into();
+    line["top"] = ranked
+        .iter()
+        .map(|&(class, logit)| serde_json::json!({ "class": class, "logit": logit }))
+        .collect();
+    if args.logits {
+        line["logits"] = logits.into();
+    }
+    println!("{line}");
+    Ok(())
 }
 
 fn images_for(dir: &Option<std::path::PathBuf>) -> anyhow::Result<ImageSet> {

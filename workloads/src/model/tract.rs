@@ -102,10 +102,12 @@ impl TractNetwork {
 /// chose a `TRACT_CPU_ISA` of their own: in tract-linalg 0.23.9 that kernel reads past its B
 /// tile and crashed one int8 EfficientNet-B0 run in two on this machine's AMX CPU (SIGSEGV in
 /// `tileloaddt1`; none in eight runs without it). Must run before tract first probes the CPU.
+/// x86-64 only: tract refuses (panics on) a token of another architecture's feature set, which
+/// is how every inference on aarch64 failed before the ARM workload test existed.
 pub fn configure_tract() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        if std::env::var_os("TRACT_CPU_ISA").is_none() {
+        if cfg!(target_arch = "x86_64") && std::env::var_os("TRACT_CPU_ISA").is_none() {
             if let Err(e) =
                 tract_onnx::tract_core::knobs::set_config_global("TRACT_CPU_ISA", "-amx-int8")
             {
