@@ -18,6 +18,10 @@
 # Usage (root, after scripts/setup.sh):
 #   NODES="10 20 40" CONTAINERS=25 REPLICAS=1 PROMETHEUS=1 DURATION=60 scripts/scale-bench.sh
 # READ_TICKS=N passes --read.ticks-per-query N (N - 1 ticks more lag by design).
+# BACKEND=thanos|prometheus3 (scripts/backends.sh, P must be 1): Prometheus only scrapes and
+# remote-writes everything to that engine; the estimator reads through the engine's query path
+# and writes back to it, with the engine's tenant header on both sides. "backend cpu ms/s" is
+# then the engine's processes' CPU per second.
 # PROFILE=debug uses unoptimised binaries (quick check of the script; figures not representative).
 set -euo pipefail
 
@@ -28,6 +32,11 @@ P=${PROMETHEUS:-1}
 DURATION=${DURATION:-60}
 WARMUP=${WARMUP:-20}
 READ_TICKS=${READ_TICKS:-1}
+BACKEND=${BACKEND:-}
+if [ -n "$BACKEND" ] && [ "$P" -ne 1 ]; then
+  echo "scale-bench: BACKEND=$BACKEND takes PROMETHEUS=1 (the engine is the shared store)" >&2
+  exit 2
+fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -37,8 +46,11 @@ if [ "$PROFILE" = release ]; then
 else
   cargo build --quiet --bin greenpipe-exporter --bin greenpipe-estimator
 fi
-bin="$root/target/$PROFILE"
+bin="${CARGO_TARGET_DIR:-$root/target}/$PROFILE"
 work=$(mktemp -d /tmp/greenpipe-scale.XXXXXX)
+if [ -n "$BACKEND" ]; then
+  scripts/backends.sh build "$BACKEND" >/dev/null
+fi
 # The cgroup hierarchies the exporter reads: v2 (pure or hybrid's unified) and the v1
 # controllers it takes usage from on hybrid hosts.
 roots=()
@@ -61,6 +73,9 @@ stop_all() {
 
 cleanup() {
   stop_all
+  if [ -n "$BACKEND" ] && [ -f "$work/backend/pids" ]; then
+    scripts/backends.sh down "$work/backend" || true
+  fi
   local pid
   for pid in "${sleepers[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${sleepers[@]}"; do wait "$pid" 2>/dev/null || true; done
@@ -105,7 +120,7 @@ metric() {
   curl -s "$1" | awk -v name="$2" '$1 == name || index($1, name "{") == 1 { s += $2 } END { print s + 0 }'
 }
 
-printf '%6s %4s %3s %3s %14s %16s %14s %14s %7s\n' nodes ctrs K P "promql ms/tick" "est cpu ms/tick" "prom cpu ms/s" "expo cpu ms/s" "lag s"
+printf '%6s %4s %3s %3s %14s %16s %14s %14s %7s %17s\n' nodes ctrs K P "promql ms/tick" "est cpu ms/tick" "prom cpu ms/s" "expo cpu ms/s" "lag s" "backend cpu ms/s"
 largest=0
 for n in $NODES; do
   targets=""
@@ -118,6 +133,23 @@ for n in $NODES; do
     exp_pids+=($!)
     targets="$targets\"127.0.0.1:$port\", "
   done
+  backend_pids=()
+  remote_write=""
+  if [ -n "$BACKEND" ]; then
+    mkdir -p "$work/backend"
+    scripts/backends.sh up "$work/backend" "$BACKEND"
+    # shellcheck disable=SC1091
+    source "$work/backend/env"
+    read -ra backend_pids < <(awk '{ print $1 }' "$work/backend/pids" | tr '\n' ' ')
+    tenant=""
+    if [ -n "$TENANT_HEADER" ]; then
+      tenant="    headers:
+      $TENANT_HEADER: $TENANT"
+    fi
+    remote_write="remote_write:
+  - url: $WRITE_URL
+$tenant"
+  fi
   prom_urls=()
   prom_pids=()
   for p in $(seq 0 $((P - 1))); do
@@ -144,6 +176,7 @@ scrape_configs:
     static_configs:
       - targets: [${targets%, }]
 $keep
+$remote_write
 EOF
     port=$(free_port)
     prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
@@ -160,9 +193,20 @@ EOF
   est_metrics=()
   for k in $(seq 0 $((K - 1))); do
     url=${prom_urls[$((k % P))]}
+    read_url=$url
+    write_url=$url/api/v1/write
+    backend_flags=()
+    if [ -n "$BACKEND" ]; then
+      read_url=$READ_URL
+      write_url=$WRITE_URL
+      backend_flags=(--prometheus.engine "$ENGINE")
+      if [ -n "$TENANT_HEADER" ]; then
+        backend_flags+=(--prometheus.header "$TENANT_HEADER=$TENANT" --remote-write.header "$TENANT_HEADER=$TENANT")
+      fi
+    fi
     port=$(free_port)
-    "$bin/greenpipe-estimator" serve --prometheus-url "$url" \
-      --remote-write-url "$url/api/v1/write" --shard "$k/$K" --interval 1s --read.ticks-per-query "$READ_TICKS" \
+    "$bin/greenpipe-estimator" serve --prometheus-url "$read_url" "${backend_flags[@]}" \
+      --remote-write-url "$write_url" --shard "$k/$K" --interval 1s --read.ticks-per-query "$READ_TICKS" \
       --web.listen-address "127.0.0.1:$port" --log.level error 2>>"$work/estimator.log" &
     pids+=($!)
     est_pids+=($!)
@@ -171,7 +215,7 @@ EOF
   sleep "$WARMUP"
 
   snapshot() {
-    local est_cpu=0 ticks=0 query=0 prom_cpu=0 exp_cpu=0 i
+    local est_cpu=0 ticks=0 query=0 prom_cpu=0 exp_cpu=0 backend_cpu=0 i
     for i in "${!est_pids[@]}"; do
       est_cpu=$(calc "$est_cpu + $(cpu_seconds "${est_pids[$i]}")")
       ticks=$(calc "$ticks + $(metric "${est_metrics[$i]}" greenpipe_estimator_ticks_total)")
@@ -183,9 +227,12 @@ EOF
     for i in "${exp_pids[@]}"; do
       exp_cpu=$(calc "$exp_cpu + $(cpu_seconds "$i")")
     done
-    echo "$est_cpu $ticks $query $prom_cpu $exp_cpu"
+    for i in "${backend_pids[@]}"; do
+      backend_cpu=$(calc "$backend_cpu + $(cpu_seconds "$i")")
+    done
+    echo "$est_cpu $ticks $query $prom_cpu $exp_cpu $backend_cpu"
   }
-  read -r cpu0 ticks0 query0 prom0 exp0 < <(snapshot)
+  read -r cpu0 ticks0 query0 prom0 exp0 back0 < <(snapshot)
   t0=$(date +%s.%N)
   max_lag=0
   end=$(( $(date +%s) + DURATION ))
@@ -196,18 +243,22 @@ EOF
       max_lag=$(calc "($lag > $max_lag) ? $lag : $max_lag")
     done
   done
-  read -r cpu1 ticks1 query1 prom1 exp1 < <(snapshot)
+  read -r cpu1 ticks1 query1 prom1 exp1 back1 < <(snapshot)
   t1=$(date +%s.%N)
   # Ticks of one replica: every replica writes every tick (of its own nodes).
   ticks=$(calc "($ticks1 - $ticks0) / $K")
   if [ "$(calc "($ticks < 1) ? 1 : 0")" = 1.000000 ]; then ticks=1; fi
-  printf '%6d %4d %3d %3d %14.1f %16.1f %14.1f %14.1f %7.2f\n' "$n" "$C" "$K" "$P" \
+  printf '%6d %4d %3d %3d %14.1f %16.1f %14.1f %14.1f %7.2f %17.1f\n' "$n" "$C" "$K" "$P" \
     "$(calc "($query1 - $query0) * 1000 / $ticks")" \
     "$(calc "($cpu1 - $cpu0) * 1000 / $ticks")" \
     "$(calc "($prom1 - $prom0) * 1000 / ($t1 - $t0)")" \
     "$(calc "($exp1 - $exp0) * 1000 / ($t1 - $t0)")" \
-    "$max_lag"
+    "$max_lag" "$(calc "($back1 - $back0) * 1000 / ($t1 - $t0)")"
   if [ "$(calc "($max_lag <= 3) ? 1 : 0")" = 1.000000 ]; then largest=$n; fi
   stop_all
+  if [ -n "$BACKEND" ]; then
+    scripts/backends.sh down "$work/backend"
+    rm -rf "$work/backend"
+  fi
 done
-echo "largest fleet holding 1 s ticks with lag <= 3 s: $largest nodes x $C containers ($((largest * C)) containers), K=$K, P=$P, ticks per query $READ_TICKS"
+echo "largest fleet holding 1 s ticks with lag <= 3 s: $largest nodes x $C containers ($((largest * C)) containers), K=$K, P=$P, ticks per query $READ_TICKS${BACKEND:+, backend $BACKEND}"
