@@ -9,11 +9,13 @@ use greenpipe_remote_write::{BatchLimits, BatchWriter, EncodedBatch, Sample};
 
 use crate::metrics::MetricSet;
 
+/// A series as the sampler made it: metric name, labels without node, job and instance.
+type SeriesKey = (&'static str, Vec<(&'static str, String)>);
+
 /// Ticks gathered for one push: every series' samples, oldest first.
 #[derive(Debug, Default)]
 pub struct Pending {
-    // (metric name, labels without node/job/instance) → samples.
-    series: BTreeMap<(&'static str, Vec<(&'static str, String)>), Vec<Sample>>,
+    series: BTreeMap<SeriesKey, Vec<Sample>>,
     ticks: u32,
     oldest_ms: Option<i64>,
     newest_ms: i64,
