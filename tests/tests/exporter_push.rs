@@ -177,18 +177,25 @@ fn cut_and_restore(
     (cycles(prom, node), cut_start, cut_end)
 }
 
-#[test]
-fn every_sample_arrives_after_a_five_minute_cut() {
+/// A receiving Prometheus, a slow link to it and an exporter for `node` pushing through the
+/// link with `extra` flags (its log in the returned directory).
+fn behind_a_link(node: &str, extra: &[&str]) -> (Prometheus, Link, Pusher, tempfile::TempDir) {
     let prom = Prometheus::start(&[], "1s").expect("prometheus");
     let link = Link::start(upstream(&prom), LATENCY).expect("link");
     let logs = tempfile::tempdir().unwrap();
-    let node = "push-cut";
     let pusher = start_pusher(
         node,
         &format!("{}/api/v1/write", link.url()),
-        &[],
+        extra,
         &logs.path().join("exporter.log"),
     );
+    (prom, link, pusher, logs)
+}
+
+#[test]
+fn every_sample_arrives_after_a_five_minute_cut() {
+    let node = "push-cut";
+    let (prom, link, pusher, _logs) = behind_a_link(node, &[]);
     let (stored, cut_start, cut_end) =
         cut_and_restore(&prom, &link, &pusher, node, Duration::from_secs(300));
 
@@ -233,16 +240,8 @@ fn every_sample_arrives_after_a_five_minute_cut() {
 
 #[test]
 fn past_max_age_the_loss_is_counted_and_later_samples_arrive() {
-    let prom = Prometheus::start(&[], "1s").expect("prometheus");
-    let link = Link::start(upstream(&prom), LATENCY).expect("link");
-    let logs = tempfile::tempdir().unwrap();
     let node = "push-max-age";
-    let pusher = start_pusher(
-        node,
-        &format!("{}/api/v1/write", link.url()),
-        &["--push.buffer.max-age", "20s"],
-        &logs.path().join("exporter.log"),
-    );
+    let (prom, link, pusher, _logs) = behind_a_link(node, &["--push.buffer.max-age", "20s"]);
     let (stored, cut_start, cut_end) =
         cut_and_restore(&prom, &link, &pusher, node, Duration::from_secs(40));
     let (_, missing) = gaps(&stored.samples);
