@@ -63,6 +63,7 @@ for way in scraped pushed outage; do
   url="http://127.0.0.1:$port/metrics"
   for _ in $(seq 100); do curl -fsS "$url" >/dev/null 2>&1 && break; sleep 0.1; done
   sleep 10
+  [[ $way == scraped ]] && echo "series per tick: $(curl -fsS "$url" | grep -vc '^#')"
   cpu0="$(cpu_seconds "$pid")"
   disk0="$(write_bytes "$pid")"
   for _ in $(seq "$seconds"); do
