@@ -694,6 +694,10 @@ mod tests {
                 "--push.job is set but --push.remote-write-url is not",
             ),
             (
+                vec!["--push.buffer.max-bytes", "3"],
+                "--push.buffer.max-bytes is set but --push.remote-write-url is not",
+            ),
+            (
                 [&url[..], &["--push.interval", "1500ms"]].concat(),
                 "--push.interval",
             ),

@@ -33,50 +33,74 @@ pub struct PushFlags {
     pub url: Option<String>,
     /// How often buffered samples are written to disk and sent, a whole number of collection
     /// intervals [default: --collection.interval].
-    #[arg(id = "push.interval", long = "push.interval")]
+    #[arg(id = "push.interval", long = "push.interval", value_name = "DURATION")]
     pub interval: Option<String>,
     /// Basic-auth user towards the receiver.
-    #[arg(id = "push.username", long = "push.username")]
+    #[arg(id = "push.username", long = "push.username", value_name = "USER")]
     pub username: Option<String>,
     /// File holding the basic-auth password towards the receiver.
-    #[arg(id = "push.password-file", long = "push.password-file")]
+    #[arg(
+        id = "push.password-file",
+        long = "push.password-file",
+        value_name = "FILE"
+    )]
     pub password_file: Option<PathBuf>,
     /// File holding a bearer token for the receiver (read again for every request).
-    #[arg(id = "push.bearer-token-file", long = "push.bearer-token-file")]
+    #[arg(
+        id = "push.bearer-token-file",
+        long = "push.bearer-token-file",
+        value_name = "FILE"
+    )]
     pub bearer_token_file: Option<PathBuf>,
     /// PEM CA bundle to trust for the receiver's TLS certificate (besides the system's).
-    #[arg(id = "push.ca-file", long = "push.ca-file")]
+    #[arg(id = "push.ca-file", long = "push.ca-file", value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
     /// Extra header on every push request, NAME=VALUE (repeatable), e.g. X-Scope-OrgID=tenant-a.
     /// Values are never logged; put secret ones in --config.file.
     #[arg(id = "push.header", long = "push.header", value_name = "NAME=VALUE")]
     pub header: Vec<HeaderArg>,
     /// Longest wait for one push request [default: 10s].
-    #[arg(id = "push.timeout", long = "push.timeout")]
+    #[arg(id = "push.timeout", long = "push.timeout", value_name = "DURATION")]
     pub timeout: Option<String>,
     /// First wait before retrying a failed push [default: 100ms].
-    #[arg(id = "push.min-backoff", long = "push.min-backoff")]
+    #[arg(
+        id = "push.min-backoff",
+        long = "push.min-backoff",
+        value_name = "DURATION"
+    )]
     pub min_backoff: Option<String>,
     /// Longest wait between retries of a failed push [default: 10s].
-    #[arg(id = "push.max-backoff", long = "push.max-backoff")]
+    #[arg(
+        id = "push.max-backoff",
+        long = "push.max-backoff",
+        value_name = "DURATION"
+    )]
     pub max_backoff: Option<String>,
     /// Directory of the on-disk buffer: samples not yet acknowledged by the receiver, resent
     /// after a restart [default: /var/lib/greenpipe-exporter/push].
-    #[arg(id = "push.buffer.dir", long = "push.buffer.dir")]
+    #[arg(id = "push.buffer.dir", long = "push.buffer.dir", value_name = "DIR")]
     pub buffer_dir: Option<PathBuf>,
     /// Samples older than this are dropped from the buffer (and counted) [default: 1h].
-    #[arg(id = "push.buffer.max-age", long = "push.buffer.max-age")]
+    #[arg(
+        id = "push.buffer.max-age",
+        long = "push.buffer.max-age",
+        value_name = "DURATION"
+    )]
     pub buffer_max_age: Option<String>,
     /// Largest size of the buffer, bytes (suffixes KiB, MiB, GiB) [default: 256MiB]; past it the
     /// oldest samples are dropped (and counted).
-    #[arg(id = "push.buffer.max-bytes", long = "push.buffer.max-bytes")]
+    #[arg(
+        id = "push.buffer.max-bytes",
+        long = "push.buffer.max-bytes",
+        value_name = "BYTES"
+    )]
     pub buffer_max_bytes: Option<String>,
     /// Value of the `job` label on pushed series, as a scrape would set it
     /// [default: greenpipe-exporter].
-    #[arg(id = "push.job", long = "push.job")]
+    #[arg(id = "push.job", long = "push.job", value_name = "JOB")]
     pub job: Option<String>,
     /// Value of the `instance` label on pushed series [default: the node name].
-    #[arg(id = "push.instance", long = "push.instance")]
+    #[arg(id = "push.instance", long = "push.instance", value_name = "INSTANCE")]
     pub instance: Option<String>,
 }
 
@@ -223,12 +247,40 @@ impl PushConfig {
                     flags.username.is_some() || file.username.is_some(),
                 ),
                 (
+                    "--push.password-file",
+                    flags.password_file.is_some() || file.password_file.is_some(),
+                ),
+                (
                     "--push.bearer-token-file",
                     flags.bearer_token_file.is_some() || file.bearer_token_file.is_some(),
                 ),
                 (
+                    "--push.ca-file",
+                    flags.ca_file.is_some() || file.ca_file.is_some(),
+                ),
+                (
+                    "--push.timeout",
+                    flags.timeout.is_some() || file.timeout.is_some(),
+                ),
+                (
+                    "--push.min-backoff",
+                    flags.min_backoff.is_some() || file.min_backoff.is_some(),
+                ),
+                (
+                    "--push.max-backoff",
+                    flags.max_backoff.is_some() || file.max_backoff.is_some(),
+                ),
+                (
                     "--push.buffer.dir",
                     flags.buffer_dir.is_some() || file.buffer.dir.is_some(),
+                ),
+                (
+                    "--push.buffer.max-age",
+                    flags.buffer_max_age.is_some() || file.buffer.max_age.is_some(),
+                ),
+                (
+                    "--push.buffer.max-bytes",
+                    flags.buffer_max_bytes.is_some() || file.buffer.max_bytes.is_some(),
                 ),
                 ("--push.job", flags.job.is_some() || file.job.is_some()),
                 (
