@@ -1,8 +1,8 @@
 //! Edge push (`--push.remote-write-url`): the exporter pushes its own samples to a real
 //! Prometheus (`--web.enable-remote-write-receiver`) through a slow link the test cuts
 //! ([`Link`]). After a cut shorter than `--push.buffer.max-age` every 1 s sample is stored, once;
-//! past it the loss is counted and later samples still arrive; the estimator reads pushed series
-//! as it reads scraped ones.
+//! past it the loss is counted and later samples still arrive; a restart resends the buffer; the
+//! estimator reads pushed series as it reads scraped ones.
 //!
 //! The series checked is `greenpipe_exporter_collections_total`: it counts the exporter's ticks,
 //! so its stored values must be 1, 2, 3, … without a hole, each at its own timestamp.
@@ -22,16 +22,26 @@ use greenpipe_tests::{
 const LATENCY: Duration = Duration::from_millis(25);
 
 struct Pusher {
-    _guard: Guard,
+    guard: Guard,
     metrics: String,
-    _buffer: tempfile::TempDir,
+    buffer: tempfile::TempDir,
 }
 
 /// An exporter for `node` sampling every second and pushing to `url` (a receiver's write URL),
 /// with `extra` flags; its log goes to `log`.
 fn start_pusher(node: &str, url: &str, extra: &[&str], log: &Path) -> Pusher {
+    start_pusher_in(tempfile::tempdir().unwrap(), node, url, extra, log)
+}
+
+/// [`start_pusher`] with its buffer under `buffer` (an earlier exporter's, after a restart).
+fn start_pusher_in(
+    buffer: tempfile::TempDir,
+    node: &str,
+    url: &str,
+    extra: &[&str],
+    log: &Path,
+) -> Pusher {
     let port = free_port();
-    let buffer = tempfile::tempdir().unwrap();
     let dir = buffer.path().join("push");
     let mut args = vec![
         "--collection.interval",
@@ -47,9 +57,9 @@ fn start_pusher(node: &str, url: &str, extra: &[&str], log: &Path) -> Pusher {
     ];
     args.extend_from_slice(extra);
     Pusher {
-        _guard: spawn_exporter(node, port, &args, Some(log)),
+        guard: spawn_exporter(node, port, &args, Some(log)),
         metrics: format!("http://127.0.0.1:{port}/metrics"),
-        _buffer: buffer,
+        buffer,
     }
 }
 
@@ -391,5 +401,76 @@ fn pushed_series_are_the_scraped_ones_and_the_estimator_reads_them() {
     assert!(
         !containers.is_empty(),
         "power attributed to the node's containers"
+    );
+}
+
+/// An exporter stopped during a cut and started again on the same buffer sends what the first
+/// one buffered (its last ticks written on shutdown), then its own samples.
+#[test]
+fn a_restart_during_a_cut_resends_the_buffer() {
+    let node = "push-restart";
+    let (prom, link, mut pusher, logs) = behind_a_link(node, &[]);
+    wait_for(Duration::from_secs(60), || cycles_if_any(&prom, node))
+        .expect("pushed samples reach Prometheus");
+    link.cut();
+    std::thread::sleep(Duration::from_secs(15));
+    let buffered = pusher.metric(exporter::PUSH_BUFFER_SEGMENTS, "");
+    assert!(buffered >= 10.0, "{buffered} segments buffered");
+    let last_tick = pusher.metric(exporter::COLLECTIONS_TOTAL, "");
+    let status = pusher.guard.terminate().expect("the exporter exits");
+    assert!(status.success(), "exit on SIGTERM: {status:?}");
+    let stopped = now_ms();
+    let url = format!("{}/api/v1/write", link.url());
+    let pusher = start_pusher_in(
+        pusher.buffer,
+        node,
+        &url,
+        &[],
+        &logs.path().join("exporter-2.log"),
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    link.restore();
+    wait_drained(
+        &prom,
+        &pusher,
+        node,
+        stopped + 3_000,
+        Duration::from_secs(120),
+    );
+    let stored = cycles(&prom, node);
+    let first_run: Vec<(i64, f64)> = stored
+        .samples
+        .iter()
+        .copied()
+        .filter(|(t, _)| *t < stopped)
+        .collect();
+    let (_, missing) = gaps(&first_run);
+    assert!(
+        missing.is_empty(),
+        "ticks of the first run missing: {missing:?}"
+    );
+    let last = first_run.last().expect("the first run's samples").1;
+    assert!(
+        last >= last_tick,
+        "the first run's ticks up to its shutdown are stored: last {last}, seen {last_tick}"
+    );
+    assert_eq!(first_run[0].1, 1.0, "from its first tick");
+    // The second run's counter starts again at 1, after the first run's samples.
+    let second: Vec<f64> = stored
+        .samples
+        .iter()
+        .filter(|(t, _)| *t > stopped)
+        .map(|(_, v)| *v)
+        .collect();
+    assert_eq!(
+        second.first(),
+        Some(&1.0),
+        "the second run's ticks follow: {second:?}"
+    );
+    assert!(second.windows(2).all(|w| w[1] == w[0] + 1.0), "{second:?}");
+    assert_eq!(
+        pusher.metric(exporter::PUSH_SAMPLES_DROPPED_TOTAL, ""),
+        0.0,
+        "nothing dropped"
     );
 }
