@@ -103,6 +103,7 @@ pub async fn window(
     end: f64,
 ) -> Result<Vec<SourceEnergy>, EnergyError> {
     let endpoint = Endpoint::new(
+        concat!("greenpipe-campaign/", env!("CARGO_PKG_VERSION")),
         "prometheus",
         prometheus_url,
         &AuthFlags::default(),

@@ -115,6 +115,11 @@ pub static ENUMERATED: &[EnumeratedLabel] = &[
     },
     EnumeratedLabel {
         key: label::REASON,
+        family: Some(exporter::names::PUSH_SAMPLES_DROPPED_TOTAL),
+        values: &reason::PUSH_DROPPED,
+    },
+    EnumeratedLabel {
+        key: label::REASON,
         family: Some(estimator::names::NODES_SKIPPED_TOTAL),
         values: &reason::NODE_SKIPPED,
     },
@@ -152,6 +157,17 @@ pub mod reason {
         "http_status",
         "bad_response",
         "io",
+    ];
+
+    /// Why pushed samples were dropped unsent (`exporter_push_samples_dropped_total`), in the
+    /// order of the exporter's `push::buffer::DropReason`.
+    pub const PUSH_DROPPED: [&str; 6] = [
+        "max_age",
+        "max_bytes",
+        "rejected",
+        "corrupt",
+        "queue_full",
+        "write_error",
     ];
 
     /// Why the estimator skipped a node at a tick (`estimator_nodes_skipped_total`).
@@ -542,6 +558,34 @@ families! {
         /// Gauge: perf-event file descriptors the hardware-counter collector holds open.
         PERF_EVENTS_OPEN = "greenpipe_exporter_perf_events_open", Gauge, unit "", labels [],
             help "perf-event descriptors held by the hardware-counter collector.";
+
+        /// Counter: samples pushed by remote write and acknowledged (`--push.remote-write-url`).
+        PUSH_SAMPLES_SENT_TOTAL = "greenpipe_exporter_push_samples_sent_total", Counter, unit "", labels [],
+            help "Samples pushed by remote write and acknowledged by the receiver.";
+
+        /// Counter, `reason`: pushed samples dropped unsent ([`super::reason::PUSH_DROPPED`]).
+        PUSH_SAMPLES_DROPPED_TOTAL = "greenpipe_exporter_push_samples_dropped_total", Counter, unit "", labels [label::REASON],
+            help "Samples that will not be pushed: older than --push.buffer.max-age, over --push.buffer.max-bytes, refused by the receiver (4xx but 429), in a corrupt segment, behind a full queue, or not written to disk.";
+
+        /// Counter: push requests that failed and are retried.
+        PUSH_FAILURES_TOTAL = "greenpipe_exporter_push_failures_total", Counter, unit "", labels [],
+            help "Push requests that failed and are retried (network errors, HTTP 5xx and 429).";
+
+        /// Gauge: 1 if the last push request got the receiver's answer, 0 if it is retried.
+        PUSH_RECEIVER_UP = "greenpipe_exporter_push_receiver_up", Gauge, unit "", labels [],
+            help "1 if the last push request got an answer from the receiver (2xx or a refusal), 0 if it failed and is retried.";
+
+        /// Gauge: bytes of the push buffer's segment files.
+        PUSH_BUFFER_BYTES = "greenpipe_exporter_push_buffer_bytes", Gauge, unit "bytes", labels [],
+            help "Size of the on-disk push buffer (samples not yet acknowledged).";
+
+        /// Gauge: segment files in the push buffer.
+        PUSH_BUFFER_SEGMENTS = "greenpipe_exporter_push_buffer_segments", Gauge, unit "", labels [],
+            help "Segment files in the on-disk push buffer.";
+
+        /// Gauge: unix time of the oldest sample not yet acknowledged.
+        PUSH_OLDEST_UNSENT_TIMESTAMP_SECONDS = "greenpipe_exporter_push_oldest_unsent_timestamp_seconds", Gauge, unit "seconds", labels [],
+            help "Unix time of the oldest sample not yet acknowledged by the receiver; the newest sample pushed when none is waiting.";
     }
 
     /// Predictions written by the estimator through remote write (`node` is on every series).

@@ -3,7 +3,11 @@
 //! and benchmarks can drive them directly.
 
 pub mod attribution;
-pub mod endpoint;
+/// What the estimator's HTTP requests say they come from.
+pub const USER_AGENT: &str = concat!("greenpipe-estimator/", env!("CARGO_PKG_VERSION"));
+
+/// The endpoint type is the remote-write client's, shared with the exporter's push.
+pub use greenpipe_remote_write::client::endpoint;
 pub mod energy;
 pub mod estimate;
 pub mod http;

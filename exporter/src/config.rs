@@ -17,6 +17,7 @@ use serde::Deserialize;
 use crate::collector::meter::options::{MeterFile, MeterFlags, MeterOptions, MeterOptionsError};
 use crate::collector::{self, REGISTRY};
 use crate::paths::Paths;
+use crate::push::{PushConfig, PushFile, PushFlags, PushOptionsError};
 
 /// Command-line flags as parsed (before merging with the file).
 #[derive(Debug, Parser)]
@@ -62,6 +63,9 @@ pub struct Cli {
     /// `--meter`, `--meter.timeout`: the meter collector's, declared with it.
     #[command(flatten)]
     pub meter: MeterFlags,
+    /// `--push.*`: remote write of every sample (edge push), declared with it.
+    #[command(flatten)]
+    pub push: PushFlags,
     /// What to do; without a subcommand the exporter runs.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -102,6 +106,9 @@ pub struct FileConfig {
     pub meters: Vec<MeterFile>,
     /// Longest wait for a meter reading per tick, e.g. `"500ms"`.
     pub meter_timeout: Option<String>,
+    /// `[push]`: remote write of every sample.
+    #[serde(default)]
+    pub push: PushFile,
 }
 
 /// `[web]`.
@@ -172,6 +179,8 @@ pub enum ConfigError {
     UnknownCollector { name: String, known: String },
     #[error(transparent)]
     Options(#[from] collector::OptionsError),
+    #[error(transparent)]
+    Push(#[from] PushOptionsError),
 }
 
 impl FileConfig {
@@ -216,6 +225,8 @@ pub struct Config {
     pub log_level: String,
     /// Power meters to read and how long a tick waits for them.
     pub meter: MeterOptions,
+    /// Remote write of every sample (`--push.remote-write-url`), if on.
+    pub push: Option<PushConfig>,
     /// Subcommand given, if any.
     pub command: Option<Command>,
 }
@@ -239,6 +250,7 @@ impl Config {
             options: collector::Options::default(),
             log_level: "info".into(),
             meter: MeterOptions::default(),
+            push: None,
             command: None,
         }
     }
@@ -374,6 +386,7 @@ fn merge(
         .filter(|s| toggles.get(s.name).copied().unwrap_or(s.default_enabled))
         .map(|s| s.name)
         .collect();
+    let push = PushConfig::resolve(cli.push, file.push, interval, &node_name)?;
     let options = cli.collector_options.merge(file.collector_options);
     options.validate(&collectors)?;
     let explicit = toggles
@@ -393,6 +406,7 @@ fn merge(
         options,
         log_level: cli.log_level,
         meter,
+        push,
         command: cli.command,
     })
 }
@@ -593,6 +607,137 @@ mod tests {
         assert_eq!(c.meter.specs.len(), 1);
         assert_eq!(parse(&[]).unwrap().command, None);
         assert_eq!(parse(&["board"]).unwrap().command, Some(Command::Board));
+    }
+
+    #[test]
+    fn push_from_flags_or_file() {
+        assert!(parse(&[]).unwrap().push.is_none(), "off by default");
+        let c = parse(&[
+            "--push.remote-write-url",
+            "http://receiver:9090/api/v1/write",
+            "--push.header",
+            "X-Scope-OrgID=s3cret",
+            "--push.buffer.dir",
+            "/tmp/push",
+            "--push.buffer.max-age",
+            "20s",
+            "--push.buffer.max-bytes",
+            "64MiB",
+        ])
+        .unwrap();
+        let push = c.push.unwrap();
+        assert_eq!(push.endpoint.url, "http://receiver:9090/api/v1/write");
+        assert_eq!(
+            push.endpoint.headers.names().collect::<Vec<_>>(),
+            ["x-scope-orgid"]
+        );
+        assert_eq!(
+            (push.job.as_str(), push.instance.as_str()),
+            ("greenpipe-exporter", "n1")
+        );
+        assert_eq!(push.ticks_per_push, 1);
+        assert_eq!(push.buffer.max_age, Duration::from_secs(20));
+        assert_eq!(push.buffer.max_bytes, 64 << 20);
+        assert!(
+            !format!("{push:?}").contains("s3cret"),
+            "header values are never shown"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "collection_interval = \"500ms\"\n[push]\nremote_write_url = \"https://r/api/v1/write\"\n\
+             interval = \"2s\"\njob = \"edge\"\ninstance = \"pi-7:9910\"\n\
+             header = { \"THANOS-TENANT\" = \"t\" }\n[push.buffer]\ndir = \"/var/tmp/p\"\nmax_bytes = 1048576\n",
+        )
+        .unwrap();
+        let push = parse(&["--config.file", path.to_str().unwrap()])
+            .unwrap()
+            .push
+            .unwrap();
+        assert_eq!(push.ticks_per_push, 4);
+        assert_eq!(
+            (push.job.as_str(), push.instance.as_str()),
+            ("edge", "pi-7:9910")
+        );
+        assert_eq!(push.buffer.dir, PathBuf::from("/var/tmp/p"));
+        assert_eq!(push.buffer.max_bytes, 1 << 20);
+        assert_eq!(push.buffer.max_age, Duration::from_secs(3600));
+        // A flag wins over the file.
+        let push = parse(&[
+            "--config.file",
+            path.to_str().unwrap(),
+            "--push.job",
+            "flag",
+        ])
+        .unwrap()
+        .push
+        .unwrap();
+        assert_eq!(push.job, "flag");
+    }
+
+    #[test]
+    fn bad_push_options_are_errors_naming_them() {
+        let url = ["--push.remote-write-url", "http://r/api/v1/write"];
+        for (args, needle) in [
+            (
+                vec!["--push.remote-write-url", "not a url"],
+                "push URL \"not a url\"",
+            ),
+            (
+                vec!["--push.remote-write-url", "ftp://r/"],
+                "must be http:// or https://",
+            ),
+            (
+                vec!["--push.job", "j"],
+                "--push.job is set but --push.remote-write-url is not",
+            ),
+            (
+                vec!["--push.buffer.max-bytes", "3"],
+                "--push.buffer.max-bytes is set but --push.remote-write-url is not",
+            ),
+            (
+                [&url[..], &["--push.interval", "1500ms"]].concat(),
+                "--push.interval",
+            ),
+            (
+                [&url[..], &["--push.buffer.max-age", "soon"]].concat(),
+                "--push.buffer.max-age",
+            ),
+            (
+                [&url[..], &["--push.buffer.max-bytes", "lots"]].concat(),
+                "--push.buffer.max-bytes",
+            ),
+            (
+                [&url[..], &["--push.header", "X-Key"]].concat(),
+                "--push.header: argument 1",
+            ),
+            (
+                [&url[..], &["--push.instance", ""]].concat(),
+                "--push.instance: must not be empty",
+            ),
+        ] {
+            let err = parse(&args).unwrap_err();
+            let text = greenpipe_common::error_chain(&err);
+            assert!(text.contains(needle), "{args:?}: {text}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "[push]\nremote_write_url = \"http://r\"\nmax_age = \"1h\"\n",
+        )
+        .unwrap();
+        let text = greenpipe_common::error_chain(
+            &parse(&["--config.file", path.to_str().unwrap()]).unwrap_err(),
+        );
+        assert!(text.contains("unknown field `max_age`"), "{text}");
+        std::fs::write(&path, "[push.buffer]\nmaxbytes = 1\n").unwrap();
+        let text = greenpipe_common::error_chain(
+            &parse(&["--config.file", path.to_str().unwrap()]).unwrap_err(),
+        );
+        assert!(text.contains("unknown field `maxbytes`"), "{text}");
     }
 
     #[test]

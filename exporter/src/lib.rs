@@ -4,7 +4,8 @@
 //! Data flow: [`config`] turns flags and the optional TOML file into a [`config::Config`];
 //! [`sampler`] builds the enabled collectors from [`collector::REGISTRY`], runs them once per
 //! tick on its own thread and publishes an encoded [`metrics::MetricSet`]; [`http`] serves the
-//! last published text. Scrapes never trigger collection work.
+//! last published text. Scrapes never trigger collection work. With `--push.remote-write-url`,
+//! [`push`] also sends every tick by remote write, through a bounded on-disk buffer.
 
 pub mod board;
 pub mod bpf;
@@ -15,5 +16,6 @@ pub mod http;
 pub mod meter;
 pub mod metrics;
 pub mod paths;
+pub mod push;
 pub mod sampler;
 pub mod selfstat;

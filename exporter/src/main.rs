@@ -5,6 +5,7 @@ use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
 use greenpipe_exporter::config::{Command, Config, ConfigError};
+use greenpipe_exporter::push::Push;
 use greenpipe_exporter::sampler::{Published, Sampler};
 use greenpipe_exporter::{board, http, meter};
 use tracing::{info, warn};
@@ -59,7 +60,22 @@ fn serve(config: Config) -> anyhow::Result<()> {
         Ok(d) => info!(board = ?d.board.map(|b| b.name()), profile = d.profile, "{d}"),
         Err(e) => warn!(error = %e, "board detection failed"),
     }
-    let sampler = Sampler::new(config)?;
+    let mut sampler = Sampler::new(config)?;
+    // Two worker threads are plenty for scrapes and pushes and keep the footprint small on a Pi.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let push = match &sampler.config().push {
+        Some(push) => {
+            let started = Push::start(push, &sampler.config().node_name, runtime.handle())?;
+            info!(url = %push.endpoint.url, buffer = %push.buffer.dir.display(), job = %push.job,
+                instance = %push.instance, "pushing samples by remote write");
+            sampler.push_to(started.handle());
+            Some(started)
+        }
+        None => None,
+    };
     let shared = Arc::new(RwLock::new(Published::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let sampler_thread = {
@@ -69,11 +85,6 @@ fn serve(config: Config) -> anyhow::Result<()> {
             .name("sampler".into())
             .spawn(move || sampler.run(shared, || stop.load(Ordering::Relaxed)))?
     };
-    // Two worker threads are plenty for scrapes and keep the footprint small on a Pi.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
     runtime.block_on(async {
         let mut stop = greenpipe_common::shutdown::Shutdown::install()?;
         let listener = tokio::net::TcpListener::bind(listen)
@@ -89,6 +100,10 @@ fn serve(config: Config) -> anyhow::Result<()> {
     })?;
     stop.store(true, Ordering::Relaxed);
     let _ = sampler_thread.join();
+    if let Some(push) = push {
+        // The last ticks go to disk; the next start sends them.
+        push.finish();
+    }
     info!("stopped");
     Ok(())
 }

@@ -92,6 +92,11 @@ impl MetricSet {
         self.families.iter().map(|(k, v)| (*k, v))
     }
 
+    /// Consumes the set, yielding every family by name (the push encoder moves its labels).
+    pub fn into_families(self) -> impl Iterator<Item = (&'static str, Family)> {
+        self.families.into_iter()
+    }
+
     /// Number of series in the set.
     pub fn len(&self) -> usize {
         self.families.values().map(|f| f.series.len()).sum()

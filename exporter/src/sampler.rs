@@ -11,6 +11,7 @@ use tracing::{info, warn};
 use crate::collector::{self, CollectError, Collector, Report};
 use crate::config::Config;
 use crate::metrics::MetricSet;
+use crate::push;
 use crate::selfstat;
 
 /// The last published sample, shared with the HTTP handler.
@@ -41,6 +42,7 @@ pub struct Sampler {
     slots: Vec<Slot>,
     cycles: u64,
     last_cycle: Duration,
+    push: Option<push::Handle>,
 }
 
 /// A collector enabled on the command line or in the file that cannot run here.
@@ -87,7 +89,14 @@ impl Sampler {
             slots,
             cycles: 0,
             last_cycle: Duration::ZERO,
+            push: None,
         })
+    }
+
+    /// Hands every tick [`Sampler::run`] takes to the push as well, and adds the push's self
+    /// metrics to the sample.
+    pub fn push_to(&mut self, handle: push::Handle) {
+        self.push = Some(handle);
     }
 
     /// The configuration in use.
@@ -200,6 +209,9 @@ impl Sampler {
         if let Some(rss) = selfstat::resident_bytes() {
             out.push(&contract::exporter::RESIDENT_MEMORY_BYTES, &[], rss as f64);
         }
+        if let Some(handle) = &self.push {
+            push_metrics(out, &handle.stats());
+        }
     }
 
     /// Collects and encodes one sample.
@@ -214,7 +226,13 @@ impl Sampler {
         let interval = self.config.interval;
         let mut next = Instant::now();
         while !stop() {
-            let text = self.sample_text();
+            // The push stamps each sample with the time its tick was taken.
+            let taken_ms = push::now_ms();
+            let set = self.collect_once();
+            let text = set.encode_text(&self.config.node_name);
+            if let Some(handle) = &self.push {
+                handle.offer(taken_ms, set);
+            }
             {
                 let mut p = shared.write().unwrap_or_else(|e| e.into_inner());
                 p.text = Arc::new(text);
@@ -237,5 +255,31 @@ impl Sampler {
                 std::thread::sleep((next - now).min(Duration::from_millis(100)));
             }
         }
+    }
+}
+
+/// The push's counters and gauges (only with `--push.remote-write-url`).
+fn push_metrics(out: &mut MetricSet, stats: &push::buffer::Stats) {
+    use contract::exporter as e;
+    out.push(&e::PUSH_SAMPLES_SENT_TOTAL, &[], stats.sent as f64);
+    for reason in push::buffer::DropReason::ALL {
+        out.push(
+            &e::PUSH_SAMPLES_DROPPED_TOTAL,
+            &[(label::REASON, reason.label())],
+            stats.dropped[reason as usize] as f64,
+        );
+    }
+    out.push(&e::PUSH_FAILURES_TOTAL, &[], stats.failures as f64);
+    if let Some(up) = stats.receiver_up {
+        out.push(&e::PUSH_RECEIVER_UP, &[], if up { 1.0 } else { 0.0 });
+    }
+    out.push(&e::PUSH_BUFFER_BYTES, &[], stats.bytes as f64);
+    out.push(&e::PUSH_BUFFER_SEGMENTS, &[], stats.segments as f64);
+    if let Some(ms) = stats.oldest_unsent_ms {
+        out.push(
+            &e::PUSH_OLDEST_UNSENT_TIMESTAMP_SECONDS,
+            &[],
+            ms as f64 / 1000.0,
+        );
     }
 }

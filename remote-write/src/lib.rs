@@ -7,6 +7,8 @@
 //! callers hand over series whose samples are in time order and newer than anything sent before;
 //! batches keep the order they were given and are sent one after the other.
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod proto;
 pub mod v2;
 pub mod wire;

@@ -9,6 +9,7 @@ pub mod backends;
 pub mod cgroup;
 pub mod closed_loop_meter;
 pub mod control_plane;
+pub mod link;
 pub mod models;
 pub mod pki;
 pub mod prometheus3;

@@ -140,6 +140,7 @@ fn a_2_0_request_is_stored_sample_by_sample_with_its_metadata_and_start_timestam
 
 fn sender(url: &str, telemetry: &Arc<Telemetry>) -> Sender {
     let endpoint = Endpoint::new(
+        greenpipe_estimator::USER_AGENT,
         "remote-write",
         url,
         &AuthFlags::default(),

@@ -194,6 +194,7 @@ pub fn run(args: RecalibrateArgs) -> Result<(), RecalibrateError> {
     }
     let validation = load_validation(&args.validation_traces)?;
     let prometheus = Prometheus::new(Endpoint::new(
+        crate::USER_AGENT,
         "prometheus",
         &args.prometheus_url,
         &AuthFlags::default(),

@@ -5,5 +5,6 @@
 pub mod metadata;
 mod sender;
 
+pub use greenpipe_remote_write::client::RetryPolicy;
 pub use greenpipe_remote_write::*;
-pub use sender::{Protocol, RetryPolicy, SendReport, Sender};
+pub use sender::{Protocol, SendReport, Sender};

@@ -8,46 +8,15 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tracing::{debug, warn};
 
 use crate::endpoint::Endpoint;
 use crate::telemetry::Telemetry;
+use greenpipe_remote_write::client::{request, Disposition, RetryPolicy};
 use greenpipe_remote_write::{
-    compress, v2, BatchLimits, BatchWriter, EncodedBatch, TimeSeries, CONTENT_ENCODING,
-    CONTENT_TYPE, VERSION, VERSION_HEADER,
+    compress, v2, BatchLimits, BatchWriter, EncodedBatch, TimeSeries, CONTENT_TYPE, VERSION,
 };
-
-/// Backoff between attempts of one request: `min * 2^attempt`, capped at `max`, times a random
-/// factor in [0.5, 1) so replicas that failed together do not retry together.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RetryPolicy {
-    /// First backoff.
-    pub min_backoff: Duration,
-    /// Largest backoff.
-    pub max_backoff: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            min_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(10),
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The wait before retry number `attempt` (0-based).
-    pub fn backoff(&self, attempt: u32) -> Duration {
-        let base = self
-            .min_backoff
-            .saturating_mul(1u32 << attempt.min(20))
-            .min(self.max_backoff);
-        base.mul_f64(0.5 + fastrand::f64() / 2.0)
-    }
-}
 
 /// What became of the samples handed to [`Sender::send`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -252,15 +221,7 @@ impl Sender {
             Protocol::V1 => (CONTENT_TYPE, VERSION),
             Protocol::V2 => (v2::CONTENT_TYPE, v2::VERSION),
         };
-        let request = self
-            .endpoint
-            .client
-            .post(&self.endpoint.url)
-            .header(reqwest::header::CONTENT_ENCODING, CONTENT_ENCODING)
-            .header(reqwest::header::CONTENT_TYPE, content_type)
-            .header(VERSION_HEADER, version)
-            .body(body.to_vec());
-        let request = match self.endpoint.authorise(request) {
+        let request = match request(&self.endpoint, body.to_vec(), content_type, version) {
             Ok(r) => r,
             // An unreadable token file may be fixed by the operator (or the kubelet): retry.
             Err(e) => return Attempt::Retry(format!("{e:#}")),
@@ -283,14 +244,15 @@ impl Sender {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<usize>().ok()),
         };
-        if status.is_success() {
+        let disposition = Disposition::of(status);
+        if disposition == Disposition::Accepted {
             debug!(status = status.as_u16(), ?written, "remote write accepted");
             return Attempt::Accepted(written);
         }
         let text = outcome.text().await.unwrap_or_default();
         if protocol == Protocol::V2 && status == reqwest::StatusCode::UNSUPPORTED_MEDIA_TYPE {
             Attempt::Unsupported(text)
-        } else if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+        } else if disposition == Disposition::Retry {
             Attempt::Retry(format!("HTTP {status}: {text}"))
         } else {
             Attempt::Refused(status.as_u16(), text, written)
@@ -302,25 +264,5 @@ impl Sender {
             .remote_write_requests
             .with_label_values(&[outcome])
             .inc();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_is_capped_and_jittered() {
-        let p = RetryPolicy {
-            min_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(1),
-        };
-        for _ in 0..100 {
-            let b0 = p.backoff(0);
-            assert!(b0 >= Duration::from_millis(50) && b0 < Duration::from_millis(100));
-            let b3 = p.backoff(3);
-            assert!(b3 >= Duration::from_millis(400) && b3 < Duration::from_millis(800));
-            assert!(p.backoff(40) < Duration::from_secs(1));
-        }
     }
 }

@@ -17,6 +17,8 @@ use crate::model_registry::ModelRegistry;
 use crate::promql::Engine;
 use crate::remote_write::{BatchLimits, Protocol, RetryPolicy};
 use crate::shard::Shard;
+use crate::USER_AGENT;
+pub use greenpipe_remote_write::client::HeaderArg;
 
 /// `greenpipe-estimator serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -173,26 +175,6 @@ pub struct ServeArgs {
     pub config_file: Option<PathBuf>,
 }
 
-/// One `--*.header` argument as given. Parsing never fails here (clap would echo the value in
-/// its error): [`crate::endpoint::Headers::parse`] checks it without repeating the value, and
-/// `Debug` shows the name only.
-#[derive(Clone)]
-pub struct HeaderArg(String);
-
-impl std::str::FromStr for HeaderArg {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(HeaderArg(s.to_string()))
-    }
-}
-
-impl std::fmt::Debug for HeaderArg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let name = self.0.split_once('=').map(|(n, _)| n).unwrap_or("?");
-        write!(f, "{name}=<redacted>")
-    }
-}
-
 /// `--config.file`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -243,7 +225,7 @@ impl FileConfig {
 fn header_args(flags: &[HeaderArg], file: &EndpointFile) -> Vec<String> {
     flags
         .iter()
-        .map(|h| h.0.clone())
+        .map(|h| h.as_str().to_string())
         .chain(file.header.iter().map(|(n, v)| format!("{n}={v}")))
         .collect()
 }
@@ -353,16 +335,24 @@ impl ServeArgs {
             headers: header_args(&self.prometheus_header, &file.prometheus),
         };
         let prometheus = Endpoint::new(
+            USER_AGENT,
             "prometheus",
             &self.prometheus_url,
             &prometheus_auth,
             self.http_timeout,
         )?;
         let progress = match &self.progress_url {
-            Some(url) => Endpoint::new("progress-url", url, &prometheus_auth, self.http_timeout)?,
+            Some(url) => Endpoint::new(
+                USER_AGENT,
+                "progress-url",
+                url,
+                &prometheus_auth,
+                self.http_timeout,
+            )?,
             None => prometheus.clone(),
         };
         let remote_write = Endpoint::new(
+            USER_AGENT,
             "remote-write",
             &self.remote_write_url,
             &AuthFlags {
@@ -381,6 +371,7 @@ impl ServeArgs {
         )?;
         let otlp = match &self.otlp_endpoint {
             Some(url) => Some(Endpoint::new(
+                USER_AGENT,
                 "otlp",
                 url,
                 &AuthFlags {
@@ -570,7 +561,7 @@ mod tests {
             ),
             (
                 format!("--remote-write.header=Content-Type={SECRET}"),
-                "--remote-write.header content-type: set by the estimator",
+                "--remote-write.header content-type: set by the sender",
             ),
         ] {
             let err = config(&[arg.as_str()]).unwrap_err();

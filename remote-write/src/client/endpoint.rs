@@ -1,5 +1,5 @@
-//! An HTTP endpoint the estimator talks to (Prometheus' query API, the remote-write receiver) with
-//! its authentication: basic auth, a bearer token read from a file, TLS with a custom CA, and
+//! An HTTP endpoint a GreenPipe program talks to (Prometheus' query API, a remote-write receiver)
+//! with its authentication: basic auth, a bearer token read from a file, TLS with a custom CA, and
 //! extra request headers (`--{prefix}.header NAME=VALUE`: tenants such as Mimir's `X-Scope-OrgID`
 //! or Thanos' `THANOS-TENANT`, API keys of hosted receivers).
 //!
@@ -95,7 +95,7 @@ pub enum EndpointError {
         /// `empty` or what is wrong with it (the value itself is never shown).
         problem: &'static str,
     },
-    /// A header the estimator sets itself (or that authentication flags set).
+    /// A header the sender sets itself (or that authentication flags set).
     #[error("--{prefix}.header {name}: {why}")]
     HeaderReserved {
         /// Flag prefix.
@@ -180,8 +180,8 @@ const RESERVED_HEADERS: &[(&str, &str)] = &[
         "set by the username/password-file or bearer-token-file flags",
     ),
     ("host", "set from the URL"),
-    ("content-type", "set by the estimator"),
-    ("content-encoding", "set by the estimator"),
+    ("content-type", "set by the sender"),
+    ("content-encoding", "set by the sender"),
     ("content-length", "set by the HTTP client"),
     ("transfer-encoding", "set by the HTTP client"),
     ("connection", "set by the HTTP client"),
@@ -190,7 +190,7 @@ const RESERVED_HEADERS: &[(&str, &str)] = &[
     ("te", "set by the HTTP client"),
     ("trailer", "set by the HTTP client"),
     ("accept-encoding", "set by the HTTP client"),
-    ("user-agent", "set by the estimator"),
+    ("user-agent", "set by the sender"),
     ("proxy-authorization", "not for an origin server"),
     (
         "x-prometheus-remote-write-version",
@@ -316,8 +316,10 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Validates the flags of the endpoint whose flags start with `--{flag_prefix}.`.
+    /// Validates the flags of the endpoint whose flags start with `--{flag_prefix}.`; requests
+    /// say they come from `user_agent` (`greenpipe-estimator/0.1.0`).
     pub fn new(
+        user_agent: &str,
         flag_prefix: &str,
         url: &str,
         flags: &AuthFlags,
@@ -370,7 +372,7 @@ impl Endpoint {
         let mut builder = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .user_agent(concat!("greenpipe-estimator/", env!("CARGO_PKG_VERSION")));
+            .user_agent(user_agent);
         if let Some(ca) = &flags.ca_file {
             for cert in read_ca(ca).map_err(|source| EndpointError::CaFile {
                 prefix: prefix(),
@@ -422,6 +424,8 @@ fn read_ca(path: &Path) -> Result<Vec<reqwest::Certificate>, CaError> {
 mod tests {
     use super::*;
 
+    const AGENT: &str = "greenpipe-test/0";
+
     fn flags() -> AuthFlags {
         AuthFlags::default()
     }
@@ -432,21 +436,21 @@ mod tests {
         let token = dir.path().join("token");
         std::fs::write(&token, "s3cret\n").unwrap();
         let t = Duration::from_secs(1);
-        let none = Endpoint::new("prometheus", "http://p:9090/", &flags(), t).unwrap();
+        let none = Endpoint::new(AGENT, "prometheus", "http://p:9090/", &flags(), t).unwrap();
         assert_eq!(none.auth, Auth::None);
         assert_eq!(none.url, "http://p:9090");
         let bearer = AuthFlags {
             bearer_token_file: Some(token.clone()),
             ..flags()
         };
-        let e = Endpoint::new("prometheus", "https://p", &bearer, t).unwrap();
+        let e = Endpoint::new(AGENT, "prometheus", "https://p", &bearer, t).unwrap();
         assert_eq!(e.auth, Auth::BearerFile(token.clone()));
         let basic = AuthFlags {
             username: Some("u".into()),
             password_file: Some(token.clone()),
             ..flags()
         };
-        let e = Endpoint::new("prometheus", "https://p", &basic, t).unwrap();
+        let e = Endpoint::new(AGENT, "prometheus", "https://p", &basic, t).unwrap();
         assert_eq!(
             e.auth,
             Auth::Basic {
@@ -458,15 +462,15 @@ mod tests {
             bearer_token_file: Some(token.clone()),
             ..basic
         };
-        let err = Endpoint::new("prometheus", "https://p", &both, t).unwrap_err();
+        let err = Endpoint::new(AGENT, "prometheus", "https://p", &both, t).unwrap_err();
         assert!(format!("{err:#}").contains("not both"), "{err:#}");
-        let err = Endpoint::new("remote-write", "ftp://x", &flags(), t).unwrap_err();
+        let err = Endpoint::new(AGENT, "remote-write", "ftp://x", &flags(), t).unwrap_err();
         assert!(format!("{err:#}").contains("http"), "{err:#}");
         let bad_ca = AuthFlags {
             ca_file: Some(token),
             ..flags()
         };
-        let err = Endpoint::new("prometheus", "https://p", &bad_ca, t).unwrap_err();
+        let err = Endpoint::new(AGENT, "prometheus", "https://p", &bad_ca, t).unwrap_err();
         assert!(format!("{err:#}").contains("ca-file"), "{err:#}");
         let debug = format!(
             "{:?}",
@@ -480,7 +484,7 @@ mod tests {
             "{debug}"
         );
         // The chain names the flag, then the file, each once.
-        let text = crate::error_chain(&err);
+        let text = greenpipe_common::error_chain(&err);
         assert!(
             text.starts_with("--prometheus.ca-file: ") && text.matches("token").count() == 1,
             "{text}"
@@ -500,6 +504,7 @@ mod tests {
             r#"{"x-scope-orgid": "<redacted>", "x-api-key": "<redacted>"}"#
         );
         let e = Endpoint::new(
+            AGENT,
             "remote-write",
             "http://r/api/v1/write",
             &AuthFlags {
