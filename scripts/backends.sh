@@ -9,10 +9,10 @@
 #   scripts/backends.sh down DIR            stop everything `up DIR` started
 #
 # ENGINE: prometheus3 (Prometheus 3 as remote-write 1.0 + 2.0 and OTLP receiver); thanos
-# (receive + query, multi-tenant by the THANOS-TENANT header, tenancy enforced on queries).
+# (receive + query, multi-tenant by the THANOS-TENANT header, tenancy enforced on queries);
+# mimir (monolithic, -target=all, multi-tenant by X-Scope-OrgID, blocks on the filesystem).
 # Not here: vmcluster (the module proxy serves VictoriaMetrics' single-node tags only; vminsert,
-# vmselect and vmstorage live in its -cluster tags, which it refuses) and mimir (its tags,
-# mimir-2.x.y, are not semver: the proxy lists no version of github.com/grafana/mimir).
+# vmselect and vmstorage live in its -cluster tags, which it refuses).
 #
 # DIR/env holds shell assignments: READ_URL (a Prometheus-compatible query root), WRITE_URL
 # (remote-write URL), TENANT_HEADER and TENANT (empty when the engine has none), ENGINE (the
@@ -28,7 +28,11 @@ prometheus_version=v0.316.0
 # The newest Thanos whose go.mod this machine's Go 1.26.8 accepts (v0.42.5 wants 1.26.10).
 thanos_module=github.com/thanos-io/thanos
 thanos_version=v0.42.0
-engines=(prometheus3 thanos)
+# Mimir's release tags (mimir-3.0.5) are not semver, so the proxy serves no release; @latest is
+# this pseudo-version of main (2026-04-23), whose VERSION file says 3.0.5.
+mimir_module=github.com/grafana/mimir
+mimir_version=v1.3.1-0.20260423142704-aced80d74930
+engines=(prometheus3 thanos mimir)
 
 log() { echo "backends: $*" >&2; }
 die() {
@@ -40,6 +44,7 @@ bin_dir() {
   case "$1" in
     prometheus3) echo "$cache_root/prometheus-$prometheus_version" ;;
     thanos) echo "$cache_root/thanos-$thanos_version" ;;
+    mimir) echo "$cache_root/mimir-$mimir_version" ;;
     *) die "unknown engine '$1' (known: ${engines[*]})" ;;
   esac
 }
@@ -48,6 +53,7 @@ binaries() {
   case "$1" in
     prometheus3) echo prometheus ;;
     thanos) echo thanos ;;
+    mimir) echo mimir ;;
   esac
 }
 
@@ -92,6 +98,14 @@ go_build() {
         -X github.com/prometheus/common/version.Version=${thanos_version#v} \
         -X github.com/prometheus/common/version.Branch=release \
         -X github.com/prometheus/common/version.Revision=$thanos_version" ./cmd/thanos)
+      ;;
+    mimir)
+      src="$(module_dir "$mimir_module" "$mimir_version")"
+      # The release build's tags (Makefile GO_TAGS); stringlabels matches mimir-prometheus' labels.
+      (cd "$src" && CGO_ENABLED=0 go build -trimpath -tags netgo,stringlabels -o "$tmp/mimir" \
+        -ldflags="-s -w -X github.com/grafana/mimir/pkg/util/version.Version=$(cat VERSION) \
+        -X github.com/grafana/mimir/pkg/util/version.Branch=main \
+        -X github.com/grafana/mimir/pkg/util/version.Revision=$mimir_version" ./cmd/mimir)
       ;;
   esac
 }
@@ -218,6 +232,80 @@ start_thanos() {
   printf 'READ_URL=%s\nWRITE_URL=%s\nTENANT_HEADER=THANOS-TENANT\nTENANT=tenant-a\nENGINE=thanos\n' \
     "http://127.0.0.1:$qhttp" "http://127.0.0.1:$rw/api/v1/receive" >"$dir/env"
   log "up: thanos query at http://127.0.0.1:$qhttp, receive at http://127.0.0.1:$rw"
+}
+
+# Mimir in one process (-target=all: distributor, ingester, querier, query-frontend,
+# store-gateway, compactor), multi-tenant (X-Scope-OrgID required), blocks on the local
+# filesystem, its rings gossiped by memberlist on loopback only. Queries go through the query
+# frontend under /prometheus, writes to /api/v1/push.
+start_mimir() {
+  local dir="$1" bin http grpc gossip
+  bin="$(bin_dir mimir)"
+  http=$(free_port)
+  grpc=$(free_port)
+  gossip=$(free_port)
+  mkdir -p "$dir/mimir"
+  cat >"$dir/mimir.yaml" <<YAML
+target: all
+multitenancy_enabled: true
+server:
+  http_listen_address: 127.0.0.1
+  http_listen_port: $http
+  grpc_listen_address: 127.0.0.1
+  grpc_listen_port: $grpc
+  log_level: warn
+memberlist:
+  bind_addr: [127.0.0.1]
+  bind_port: $gossip
+  advertise_addr: 127.0.0.1
+  advertise_port: $gossip
+distributor:
+  ring:
+    instance_addr: 127.0.0.1
+ingester:
+  ring:
+    instance_addr: 127.0.0.1
+    replication_factor: 1
+    # One ingester: ready as soon as it has joined, nothing to hand over on stop.
+    min_ready_duration: 0s
+    final_sleep: 0s
+store_gateway:
+  sharding_ring:
+    instance_addr: 127.0.0.1
+    replication_factor: 1
+compactor:
+  data_dir: $dir/mimir/compactor
+  sharding_ring:
+    instance_addr: 127.0.0.1
+frontend:
+  address: 127.0.0.1
+blocks_storage:
+  backend: filesystem
+  filesystem:
+    dir: $dir/mimir/blocks
+  tsdb:
+    dir: $dir/mimir/tsdb
+  bucket_store:
+    sync_dir: $dir/mimir/tsdb-sync
+ruler_storage:
+  backend: filesystem
+  filesystem:
+    dir: $dir/mimir/rules
+# Their defaults are relative to the working directory (./metrics-activity.log, ./data-ruler/).
+activity_tracker:
+  filepath: $dir/mimir/metrics-activity.log
+ruler:
+  rule_path: $dir/mimir/data-ruler
+limits:
+  # A restarted estimator writes back the ticks it missed, older than the newest ones stored.
+  out_of_order_time_window: 2h
+YAML
+  # Started in its state directory, so that any other relative default path lands there too.
+  daemon "$dir" mimir sh -c 'cd "$0" && exec "$@"' "$dir/mimir" "$bin/mimir" -config.file="$dir/mimir.yaml"
+  wait_ready "$dir" mimir "http://127.0.0.1:$http/ready"
+  printf 'READ_URL=%s\nWRITE_URL=%s\nTENANT_HEADER=X-Scope-OrgID\nTENANT=tenant-a\nENGINE=mimir\n' \
+    "http://127.0.0.1:$http/prometheus" "http://127.0.0.1:$http/api/v1/push" >"$dir/env"
+  log "up: mimir at http://127.0.0.1:$http (queries under /prometheus, writes to /api/v1/push)"
 }
 
 # Runs as the leader of a new process group (see `up`): every daemon inherits the group, so

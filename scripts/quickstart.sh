@@ -48,7 +48,7 @@ scripts/setup.sh
 export GREENPIPE_ONNXRUNTIME_LIB="${GREENPIPE_ONNXRUNTIME_LIB:-$root/.venv/engines/libonnxruntime.so}"
 export GREENPIPE_LITERT_LIB="${GREENPIPE_LITERT_LIB:-$root/.venv/engines/libLiteRt.so}"
 # The quickstart profile (Cargo.toml) builds for a short first run, not for speed: opt-level 1,
-# no LTO, tract unoptimised (the demo's inference runs on ONNX Runtime). The exporter and the
+# no LTO, and the workload without tract (the demo's inference runs on ONNX Runtime). The exporter and the
 # estimator build first and the pipeline starts; the workload builds while the live view
 # already shows predictions.
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
@@ -240,7 +240,12 @@ if ((build && load_seconds > 0)); then
   # Until it is built, the live view shows the node and the host's processes.
   "$bin_dir/greenpipe-estimator" view --prometheus-url "$prom" --idle-split processes &
   early_view=$! # not a process group of its own: on Ctrl-C the marker sweep of cleanup stops it
-  cargo build --profile quickstart --locked --bin greenpipe-workload >"$run_dir/build-workload.log" 2>&1 ||
+  # The demo infers on ONNX Runtime: tract, most of the workload's build, is left out unless
+  # ONNX Runtime's library is missing (a board its wheel does not exist for).
+  workload_features=(--no-default-features)
+  [[ -e $GREENPIPE_ONNXRUNTIME_LIB ]] || workload_features=()
+  cargo build --profile quickstart --locked -p greenpipe-workload "${workload_features[@]}" \
+    --bin greenpipe-workload >"$run_dir/build-workload.log" 2>&1 ||
     { kill "$early_view" 2>/dev/null; cat "$run_dir/build-workload.log" >&2; die "building greenpipe-workload failed"; }
   kill "$early_view" 2>/dev/null || true
   wait "$early_view" 2>/dev/null || true

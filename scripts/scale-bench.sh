@@ -19,7 +19,7 @@
 # Usage (root, after scripts/setup.sh):
 #   NODES="10 20 40" CONTAINERS=25 REPLICAS=1 PROMETHEUS=1 DURATION=60 scripts/scale-bench.sh
 # READ_TICKS=N passes --read.ticks-per-query N (N - 1 ticks more lag by design).
-# BACKEND=thanos|prometheus3 (scripts/backends.sh, P must be 1): Prometheus only scrapes and
+# BACKEND=thanos|mimir|prometheus3 (scripts/backends.sh, P must be 1): Prometheus only scrapes and
 # remote-writes everything to that engine; the estimator reads through the engine's query path
 # and writes back to it, with the engine's tenant header on both sides. "backend cpu ms/s" is
 # then the engine's processes' CPU per second.
@@ -35,7 +35,7 @@ WARMUP=${WARMUP:-20}
 READ_TICKS=${READ_TICKS:-1}
 BACKEND=${BACKEND:-}
 case "$BACKEND" in
-  thanos) LAG_LIMIT=${LAG_LIMIT:-6} ;;
+  thanos | mimir) LAG_LIMIT=${LAG_LIMIT:-6} ;;
   *) LAG_LIMIT=${LAG_LIMIT:-3} ;;
 esac
 if [ -n "$BACKEND" ] && [ "$P" -ne 1 ]; then

@@ -20,7 +20,13 @@ cargo fmt --all -- --check
 # module declared inside a macro cannot hide from the formatter.
 git ls-files -z '*.rs' ':!:fuzz/' | xargs -0 -n 20 rustfmt --check --edition 2021 >/dev/null
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The workload without tract, as the quick start builds it (ONNX Runtime and LiteRT only).
+cargo clippy -p greenpipe-workload --no-default-features --all-targets --locked -- -D warnings
+cargo test -p greenpipe-workload --no-default-features --locked --lib -- model::
 # Two cores: run test binaries one at a time so timing-sensitive kernel tests are not starved.
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2
 # Unit tests for aarch64 and armv7 under qemu-user (cross builds cached in ~/.cache/greenpipe).
 scripts/test-arm.sh
+# The estimator on real Prometheus 3, Thanos and Mimir built from Go source (cached in
+# ~/.cache/greenpipe; about 10 min cold on 2 cores, measured in docs/benchmarks.md).
+scripts/test-backends.sh

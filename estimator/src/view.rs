@@ -206,8 +206,11 @@ pub fn render(
             );
         }
     }
-    out.push_str(&idle_line(snapshot, args.idle_split));
-    out.push('\n');
+    // Before the first attribution there is no split to explain (and an empty sum is -0.0).
+    if !snapshot.containers.is_empty() {
+        out.push_str(&idle_line(snapshot, args.idle_split));
+        out.push('\n');
+    }
     out
 }
 
@@ -501,6 +504,11 @@ mod tests {
         assert!(
             waiting.contains("load finished")
                 && waiting.contains("waiting for the first prediction")
+        );
+        // No idle split is explained before there is one (it read "-0.00 W ... 0 of -0").
+        assert!(
+            !waiting.contains("Idle power") && !waiting.contains("-0"),
+            "{waiting}"
         );
     }
 }

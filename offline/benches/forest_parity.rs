@@ -93,7 +93,7 @@ fn main() {
             ours,
             theirs,
             theirs_again: again,
-        } = parity::same_bootstrap(&sk, &s, &folds, k, dir.path()).unwrap();
+        } = parity::same_bootstrap(&sk, &s, &folds, k, 7, dir.path()).unwrap();
         let quantiles = |a: &[f64], b: &[f64]| {
             let mut d: Vec<f64> = a.iter().zip(b).map(|(x, y)| (x - y).abs()).collect();
             d.sort_by(f64::total_cmp);

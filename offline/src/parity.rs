@@ -371,13 +371,14 @@ pub fn same_bootstrap(
     s: &NodeSamples,
     folds: &[Fold],
     k: usize,
+    seed: u64,
     dir: &Path,
 ) -> Result<SameDraws, ParityError> {
     let f = &folds[k];
     let matrix = dir.join(format!("{}__matrix.csv", s.node));
     write_matrix(s, folds, &matrix)?;
     let p = crate::models::sklearn_forest_params();
-    let weights = exact::bootstrap_weights(f.train.len(), p.trees, 7);
+    let weights = exact::bootstrap_weights(f.train.len(), p.trees, seed);
     let wpath = dir.join(format!("{}__weights.csv", s.node));
     let err = |source| ParityError::Write {
         path: wpath.clone(),
@@ -396,7 +397,7 @@ pub fn same_bootstrap(
     let train = s.x.select(&f.train);
     let scaling = train.standardisation(&s.features);
     let y: Vec<f64> = f.train.iter().map(|&i| s.y[i]).collect();
-    let kind = exact::forest_on_weights(&train.standardised(&scaling), &y, &weights, p.tree, 7);
+    let kind = exact::forest_on_weights(&train.standardised(&scaling), &y, &weights, p.tree, seed);
     let test: Matrix = s.x.select(&f.test).columns(&columns).standardised(&scaling);
     let ours: Vec<f64> = (0..test.rows)
         .map(|i| kind.predict_scaled(test.row(i)).unwrap_or(f64::NAN))
@@ -516,12 +517,11 @@ mod tests {
         );
     }
 
-    // The forest's MAPE parity (within 0.15 points per machine) is not reached (2026-12-02,
-    // thinned rows): ours 8.43 / 6.43 / 5.26 / 7.65 % against scikit-learn's 8.60 / 6.07 / 5.15 /
-    // 6.87 % (Opteron, E5-2650, X5650, kepler-nx12), while prediction by prediction on the same
-    // draws the two are within scikit-learn's own seed noise (the test below). It is measured by
-    // `cargo bench -p greenpipe-offline --bench forest_parity`, not asserted here: a test
-    // that is known to fail is not kept ignored (docs/training.md).
+    // The forest's MAPE parity, each forest on its own draws, is not within 0.15 points
+    // (2026-12-02, thinned rows: ours 8.43 / 6.43 / 5.26 / 7.65 % against scikit-learn's 8.60 /
+    // 6.07 / 5.15 / 6.87 %): one draw against another moves that much. It is compared on the
+    // same draws by the last test below; `cargo bench -p greenpipe-offline --bench
+    // forest_parity` measures the own-draws figures.
     #[test]
     fn the_default_boosting_scores_as_scikit_learns_on_every_shared_machine() {
         parity(sklearn_boosting(), "gbr", 0.15);
@@ -553,7 +553,7 @@ mod tests {
             ours,
             theirs,
             theirs_again: again,
-        } = same_bootstrap(&sk, &s, &folds, k, dir.path()).unwrap();
+        } = same_bootstrap(&sk, &s, &folds, k, 7, dir.path()).unwrap();
         assert_eq!(ours.len(), folds[k].test.len());
         assert_eq!(theirs.len(), ours.len());
         let (ours_median, ours_p90) = spread(&ours, &theirs);
@@ -570,6 +570,49 @@ mod tests {
             ours_median <= 1.5 * noise_median && ours_p90 <= 1.5 * noise_p90,
             "ours {ours_median:.3} / {ours_p90:.3} W from scikit-learn, its own noise \
              {noise_median:.3} / {noise_p90:.3} W"
+        );
+    }
+
+    /// The forest-parity test: per machine, on every fold, both forests grown on the same
+    /// bootstrap draws (ours drawn, scikit-learn's trees fitted on them as `sample_weight`).
+    /// Drawing the rows is the only step the two cannot share (two random generators), and one
+    /// draw against another moves the mean by more than 0.15 point on kepler-nx12's extrapolating
+    /// last block (22.2–23.4 % over three draws, 2026-12-03), so the algorithms are compared on
+    /// the same draws. Asserted: ours is never more than 0.15 point worse than scikit-learn's.
+    /// Not asserted, because it does not hold: within 0.15 point either way. On the Opteron 6140
+    /// ours is 0.21 point better (8.13 against 8.33 %, scikit-learn against itself with other
+    /// tie seeds 8.25 %; the other machines 0.09, 0.02 and 0.03 apart; 2026-12-03), and the cause
+    /// is not found: rounding the inputs to f32 as scikit-learn's trees do changes nothing.
+    #[test]
+    fn on_the_same_bootstrap_draws_our_forest_scores_no_worse_than_scikit_learns() {
+        let sk = sklearn();
+        let dir = tempfile::tempdir().unwrap();
+        let mut failures = Vec::new();
+        for (s, folds) in machines() {
+            let (mut ours, mut theirs, mut again) = (0.0, 0.0, 0.0);
+            for (k, fold) in folds.iter().enumerate() {
+                let d = same_bootstrap(&sk, &s, &folds, k, 7, dir.path()).unwrap();
+                let truth: Vec<f64> = fold.test.iter().map(|&i| s.y[i]).collect();
+                let mape = |p: &[f64]| metrics::score(&truth, p).mape_percent;
+                ours += mape(&d.ours) / folds.len() as f64;
+                theirs += mape(&d.theirs) / folds.len() as f64;
+                again += mape(&d.theirs_again) / folds.len() as f64;
+            }
+            eprintln!(
+                "{} ({} rows, {} folds), same draws: ours {ours:.3} %, scikit-learn {theirs:.3} % \
+                 (again, other tie seeds: {again:.3} %), {:+.3} points",
+                s.node,
+                s.y.len(),
+                folds.len(),
+                ours - theirs
+            );
+            if ours - theirs > 0.15 {
+                failures.push(format!("{}: {ours:.3} % against {theirs:.3} %", s.node));
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "more than 0.15 points worse than scikit-learn: {failures:?}"
         );
     }
 }

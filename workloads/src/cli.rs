@@ -67,6 +67,13 @@ pub enum Command {
     List,
 }
 
+/// tract when it is built in (the default features), else ONNX Runtime.
+const DEFAULT_ENGINE: &str = if cfg!(feature = "tract") {
+    "tract"
+} else {
+    "onnxruntime"
+};
+
 #[derive(Debug, Args, Clone)]
 pub struct ModelArgs {
     /// mobilenet_v2, efficientnet_b0 or resnet50_v2 (`infer`: a comma-separated list sweeps).
@@ -75,8 +82,9 @@ pub struct ModelArgs {
     /// f32, f16 or int8 (`infer`: a list sweeps).
     #[arg(long, default_value = "f32", value_parser = parse_precision, value_delimiter = ',')]
     pub precision: Vec<Precision>,
-    /// tract, onnxruntime or litert (`infer`: a list sweeps).
-    #[arg(long, default_value = "tract", value_parser = parse_engine, value_delimiter = ',')]
+    /// tract, onnxruntime or litert (`infer`: a list sweeps); tract unless this build has no
+    /// tract (cargo feature `tract`).
+    #[arg(long, default_value = DEFAULT_ENGINE, value_parser = parse_engine, value_delimiter = ',')]
     pub engine: Vec<EngineKind>,
     /// Inference threads, 1..=CPUs (`infer`: a list sweeps).
     #[arg(long, default_value = "1", value_delimiter = ',')]

@@ -8,6 +8,8 @@
 //! one ResNet-50 f16 inference at 32×32 takes tens of seconds in this build, so its f16
 //! determinism is shown by identical graphs for one seed rather than by a second inference.
 
+#![cfg(feature = "tract")]
+
 use greenpipe_workload::images::ImageSet;
 use greenpipe_workload::model::graph::Mode;
 use greenpipe_workload::model::{

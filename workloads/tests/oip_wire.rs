@@ -232,6 +232,8 @@ fn raw_grpc_frames_against_the_published_field_numbers() {
         let m = decode(&call(grpc, "ModelMetadata", &ready).await.message);
         assert_eq!(string_of(&m, 1), "efficientnet_b0");
         assert_eq!(string_of(&m, 2), "1");
+        // The default engine's backend and format.
+        assert_eq!(string_of(&m, 3), "tract_onnx");
         let inputs = bytes_of(&m, 4);
         assert_eq!(inputs.len(), 1);
         let input = decode(&inputs[0]);

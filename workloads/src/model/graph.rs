@@ -25,13 +25,13 @@
 
 use std::collections::HashMap;
 
-use rand::SeedableRng;
-use rand_distr::{Distribution, Normal};
-use tract_onnx::pb::{
+use super::onnx::{
     attribute_proto::AttributeType, tensor_proto::DataType, type_proto, AttributeProto, GraphProto,
     ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
     ValueInfoProto,
 };
+use rand::SeedableRng;
+use rand_distr::{Distribution, Normal};
 
 /// ONNX opset the graphs are written against (Clip with tensor bounds needs 11+).
 const OPSET: i64 = 13;
@@ -592,7 +592,7 @@ fn value_info(name: &str, shape: Option<&[i64]>) -> ValueInfoProto {
 
 /// A graph input or output declaration.
 pub fn typed_value_info(name: &str, elem: DataType, shape: Option<&[i64]>) -> ValueInfoProto {
-    use tract_onnx::pb::tensor_shape_proto::{dimension, Dimension};
+    use super::onnx::tensor_shape_proto::{dimension, Dimension};
     let shape = shape.map(|dims| TensorShapeProto {
         dim: dims
             .iter()

@@ -12,8 +12,10 @@ use tract_onnx::prelude::*;
 use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
 use tract_onnx::tract_core::transform::ModelTransform;
 
+use prost::Message as _;
+
 use super::graph::{Calibration, Mode};
-use super::{min_max, proto_for, ModelError, ModelSpec, Precision};
+use super::{min_max, ModelError, ModelSpec, Precision};
 
 /// Names the tract step that failed (the kernel benchmarks' one-operator models use it too).
 pub(crate) trait TractStep<T> {
@@ -31,6 +33,29 @@ impl<T> TractStep<T> for TractResult<T> {
 
 type Plan = Arc<TypedRunnableModel>;
 
+/// A graph as tract's own ONNX messages. Graphs are written with the workload's messages
+/// (`super::onnx`, the same schema), so that builds without tract write them too; one encode and
+/// decode carries them across.
+pub(crate) fn to_tract(
+    proto: &super::onnx::ModelProto,
+) -> Result<tract_onnx::pb::ModelProto, ModelError> {
+    tract_onnx::pb::ModelProto::decode(proto.encode_to_vec().as_slice()).map_err(|e| {
+        ModelError::Tract {
+            step: "reading the generated ONNX graph",
+            source: e.into(),
+        }
+    })
+}
+
+/// `spec`'s graph in `mode`, for tract, and what it probes.
+fn proto_for(
+    spec: &ModelSpec,
+    mode: Mode,
+) -> Result<(tract_onnx::pb::ModelProto, super::graph::Probes), ModelError> {
+    let (proto, probes) = super::proto_for(spec, mode);
+    Ok((to_tract(&proto)?, probes))
+}
+
 /// A network optimised by tract, ready to run.
 #[derive(Debug, Clone)]
 pub struct TractNetwork {
@@ -43,7 +68,7 @@ impl TractNetwork {
     pub fn build(spec: &ModelSpec, mode: Mode) -> Result<TractNetwork, ModelError> {
         // Before any optimisation: that is where tract picks its kernels.
         configure_tract();
-        let (proto, _) = proto_for(spec, mode);
+        let (proto, _) = proto_for(spec, mode)?;
         let mut typed = tract_onnx::onnx()
             .model_for_proto_model(&proto)
             .step("parsing the generated ONNX graph")?
@@ -136,7 +161,7 @@ fn runnable(model: TypedModel, threads: usize) -> Result<Plan, ModelError> {
 /// their ranges (ONNX Runtime runs the same probe graph: `onnxruntime::calibrate`).
 pub fn calibrate(spec: &ModelSpec, batch: &[f32]) -> Result<Calibration, ModelError> {
     configure_tract();
-    let (proto, probes) = proto_for(spec, Mode::Probe);
+    let (proto, probes) = proto_for(spec, Mode::Probe)?;
     let model = tract_onnx::onnx()
         .model_for_proto_model(&proto)
         .step("parsing the calibration graph")?

@@ -199,7 +199,7 @@ impl GrpcInferenceService for InferenceService {
         Ok(Response::new(ModelMetadataResponse {
             name: self.model_name.clone(),
             versions: vec![MODEL_VERSION.into()],
-            platform: "tract_onnx".into(),
+            platform: self.engine.spec().engine.platform().into(),
             inputs: vec![TensorMetadata {
                 name: INPUT_NAME.into(),
                 datatype: "FP32".into(),

@@ -1,10 +1,12 @@
-//! The estimator on a real Thanos (receive + query, v0.42.0 built from source by
-//! `scripts/backends.sh up DIR thanos`; feature `backends`, run by scripts/test-backends.sh).
-//! It reads the fleet's features through Thanos query (`--prometheus.engine thanos`) and writes
-//! its results to Thanos receive, both as tenant `tenant-a` (`THANOS-TENANT`, from
-//! `--prometheus.header` and `--remote-write.header`); query enforces tenancy. Predictions land,
-//! the containers' shares add up to the node, the ticks run on without a gap across an estimator
-//! restart with the energy counter continuing, and tenant `tenant-b` sees none of it.
+//! The estimator on the real multi-tenant engines, built from source by
+//! `scripts/backends.sh up DIR ENGINE` (feature `backends`, run by scripts/test-backends.sh):
+//! Thanos v0.42.0 (receive + query, tenants by `THANOS-TENANT`, tenancy enforced on queries) and
+//! Mimir 3.0.5 (monolithic, tenants by `X-Scope-OrgID`). The estimator reads the fleet's
+//! features through the engine's query API (`--prometheus.engine thanos|mimir`) and writes its
+//! results back, both as tenant `tenant-a` (from `--prometheus.header` and
+//! `--remote-write.header`). Predictions land, the containers' shares add up to the node, the
+//! ticks run on without a gap across an estimator restart with the energy counter continuing,
+//! and tenant `tenant-b` sees none of it.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -18,8 +20,9 @@ use greenpipe_tests::{
     SeriesByLabels,
 };
 
-/// `serve` against Thanos as `tenant`, its log in `log`.
+/// `serve` against `engine` as `tenant-a`, its log in `log`.
 fn start_estimator(
+    engine: &str,
     read: &str,
     write: &str,
     header: &str,
@@ -31,7 +34,7 @@ fn start_estimator(
         .arg("serve")
         .arg(format!("--prometheus-url={read}"))
         .arg(format!("--remote-write-url={write}"))
-        .arg("--prometheus.engine=thanos")
+        .arg(format!("--prometheus.engine={engine}"))
         .arg(format!("--prometheus.header={tenant}"))
         .arg(format!("--remote-write.header={tenant}"))
         .arg(format!("--models={}", models.display()))
@@ -60,10 +63,23 @@ fn series(read: &str, headers: &[(&str, &str)], selector: &str) -> SeriesByLabel
 
 #[test]
 fn the_estimator_reads_and_writes_one_tenant_of_thanos_across_a_restart() {
-    let backend = Backend::up("thanos");
+    // Thanos receive stores the tenant as a label of every series.
+    one_tenant_across_a_restart("thanos", Some("tenant_id"));
+}
+
+#[test]
+fn the_estimator_reads_and_writes_one_tenant_of_mimir_across_a_restart() {
+    // Mimir keeps tenants apart in storage; their series carry no tenant label.
+    one_tenant_across_a_restart("mimir", None);
+}
+
+/// The scenario of the module comment on `engine`; `tenant_label` names the label the engine
+/// adds with the tenant's name, if it adds one.
+fn one_tenant_across_a_restart(engine: &str, tenant_label: Option<&str>) {
+    let backend = Backend::up(engine);
     let (read, write) = (backend.var("READ_URL"), backend.var("WRITE_URL"));
     let header = backend.var("TENANT_HEADER");
-    assert_eq!(backend.var("ENGINE"), "thanos");
+    assert_eq!(backend.var("ENGINE"), engine);
     let tenant_a = [(header, "tenant-a")];
     let tenant_b = [(header, "tenant-b")];
     let now = now_ms() / 1000 * 1000;
@@ -95,22 +111,27 @@ fn the_estimator_reads_and_writes_one_tenant_of_thanos_across_a_restart() {
 
     // Thanos query learns a new tenant's time range from receive's info, refreshed every few
     // seconds; until then it answers nothing for it, and the estimator would find no node at
-    // those ticks.
+    // those ticks. (Mimir answers at once.)
     wait_for(Duration::from_secs(60), || {
         let cpu = "greenpipe_node_cpu_seconds_total{node=\"t1\"}";
         let seen = query_api_with_headers(read, &tenant_a, cpu).unwrap_or_default();
         (!seen.is_empty()).then_some(())
     })
-    .unwrap_or_else(|| panic!("{}", fail("the pushed features never reached Thanos query")));
-    let mut estimator = start_estimator(read, write, header, &models, &log);
+    .unwrap_or_else(|| {
+        panic!(
+            "{}",
+            fail("the pushed features never reached the query API")
+        )
+    });
+    let mut estimator = start_estimator(engine, read, write, header, &models, &log);
     wait_for(Duration::from_secs(90), || {
         (ticks().len() >= 5).then_some(())
     })
-    .unwrap_or_else(|| panic!("{}", fail("fewer than 5 ticks through Thanos")));
+    .unwrap_or_else(|| panic!("{}", fail(&format!("fewer than 5 ticks through {engine}"))));
     estimator.terminate();
     let stopped = *ticks().last().unwrap();
     std::thread::sleep(Duration::from_secs(8));
-    let mut estimator = start_estimator(read, write, header, &models, &log);
+    let mut estimator = start_estimator(engine, read, write, header, &models, &log);
     wait_for(Duration::from_secs(90), || {
         (*ticks().last()? >= stopped + 15_000).then_some(())
     })
@@ -128,7 +149,13 @@ fn the_estimator_reads_and_writes_one_tenant_of_thanos_across_a_restart() {
         panic!("{}", fail("expected one node power series"))
     };
     assert_eq!(labels["node"], "t1", "{labels:?}");
-    assert_eq!(labels["tenant_id"], "tenant-a", "{labels:?}");
+    match tenant_label {
+        Some(label) => assert_eq!(labels[label], "tenant-a", "{labels:?}"),
+        None => assert!(
+            !labels.values().any(|v| v == "tenant-a"),
+            "a tenant label on {labels:?}"
+        ),
+    }
     let at = |s: &[(i64, f64)], t: i64| s.iter().find(|(u, _)| *u == t).map(|(_, v)| *v);
     for &t in &ticks {
         // 3 W + 2 W per CPU second per second (the user mode, 1/s).
