@@ -1,7 +1,9 @@
 //! `crossval --dump-predictions DIR`: every fit's predictions, so that selection rules can be
 //! compared offline on exactly the fits crossval made (`benches/selection_rules.py` reads them).
 //!
-//! Per node: `NODE__rows.csv` (`row,group,power_watts`), `NODE__specs.txt` (one model label per
+//! Per node: `NODE__rows.csv` (`row,group,power_watts`, then the node's feature columns, raw, as
+//! the models were given them: so that other libraries can be fitted on exactly these rows and
+//! splits, as `benches/grid_lomo.py` fits scikit-learn's), `NODE__specs.txt` (one model label per
 //! line, the `spec` index of the predictions) and `NODE__predictions.csv`
 //! (`spec,scored_groups,group,row,predicted_watts`; `scored_groups` joins with `+` the groups the
 //! fit left out and scored, e.g. `data_serving` for an outer fit and `data_serving+web_search`
@@ -33,10 +35,14 @@ pub fn write(
         path: path.to_path_buf(),
         source,
     };
-    rows.write_record(["row", "group", "power_watts"])
+    let mut header = vec!["row", "group", "power_watts"];
+    header.extend(s.features.iter().map(|f| f.column()));
+    rows.write_record(&header)
         .map_err(|e| write_error(&path, e))?;
     for (i, (g, y)) in s.group.iter().zip(&s.y).enumerate() {
-        rows.write_record([i.to_string(), s.groups[*g].clone(), y.to_string()])
+        let mut record = vec![i.to_string(), s.groups[*g].clone(), y.to_string()];
+        record.extend(s.x.row(i).iter().map(f64::to_string));
+        rows.write_record(&record)
             .map_err(|e| write_error(&path, e))?;
     }
     rows.flush().map_err(|source| WriteError::Write {
@@ -91,4 +97,73 @@ fn csv_file(path: &Path) -> Result<csv::Writer<std::fs::File>, WriteError> {
             path: path.to_path_buf(),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Score;
+    use crate::models::Candidate;
+    use crate::samples::TraceInfo;
+    use greenpipe_common::features::Feature;
+
+    #[test]
+    fn the_rows_file_carries_every_feature_so_other_libraries_can_refit_the_same_splits() {
+        let features = vec![Feature::CpuSecondsPerSecond, Feature::CpuFrequencyHertz];
+        let mut s = NodeSamples::empty("node a", features);
+        for (g, name) in ["idle", "web,search"].iter().enumerate() {
+            s.groups.push((*name).into());
+            s.traces.push(TraceInfo {
+                path: format!("{name}.csv").into(),
+                workload: (*name).into(),
+                group: g,
+                rows: 2,
+            });
+        }
+        for i in 0..4 {
+            s.x.data.extend([0.25 * i as f64, 1.5e9]);
+            s.x.rows += 1;
+            s.y.push(3.0 + i as f64);
+            s.timestamp.push(i as f64);
+            s.trace.push(i / 2);
+            s.group.push(i / 2);
+        }
+        let spec = Spec {
+            label: "ols".into(),
+            candidate: Candidate::Ols,
+            columns: vec![0],
+            only_groups: None,
+            baseline: false,
+        };
+        let job = Job {
+            spec: 0,
+            train_groups: vec![0],
+            test_groups: vec![1],
+        };
+        let result = GroupResult {
+            group: 1,
+            rows: vec![2, 3],
+            predicted: vec![5.5, 6.5],
+            score: Score::default(),
+            clamped: 0,
+        };
+        let dir = std::env::temp_dir().join(format!("greenpipe-dump-{}", std::process::id()));
+        write(&dir, &s, &[spec], &[job], &[Ok(vec![result])]).unwrap();
+        let slug = report::slug(&s.node);
+        let rows = std::fs::read_to_string(dir.join(format!("{slug}__rows.csv"))).unwrap();
+        assert_eq!(
+            rows,
+            "row,group,power_watts,cpu_seconds_per_second,cpu_frequency_hertz\n\
+             0,idle,3,0,1500000000\n1,idle,4,0.25,1500000000\n\
+             2,\"web,search\",5,0.5,1500000000\n3,\"web,search\",6,0.75,1500000000\n"
+        );
+        let predictions =
+            std::fs::read_to_string(dir.join(format!("{slug}__predictions.csv"))).unwrap();
+        assert_eq!(
+            predictions,
+            "spec,scored_groups,group,row,predicted_watts\n\
+             0,\"web,search\",\"web,search\",2,5.5\n0,\"web,search\",\"web,search\",3,6.5\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
