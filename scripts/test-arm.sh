@@ -17,8 +17,14 @@
 # initramfs in ~/.cache/greenpipe/arm-vm.
 #   scripts/test-arm.sh                         # both targets
 #   ARM_TARGETS=aarch64-unknown-linux-gnu scripts/test-arm.sh
+#   scripts/test-arm.sh --build-only            # step 1's cross builds only, nothing run
+#                                               # (scripts/test.sh builds them in the background)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+no_run=() done_what="built and tested under qemu-user"
+if [[ "${1:-}" == --build-only ]]; then
+  no_run=(--no-run) done_what="built (not run)"
+fi
 read -ra targets <<<"${ARM_TARGETS:-aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf}"
 scripts/setup.sh --cross "${targets[@]}"
 arm_target_dir="${GREENPIPE_ARM_TARGET_DIR:-$HOME/.cache/greenpipe/arm-target}"
@@ -30,23 +36,24 @@ export CARGO_INCREMENTAL=0 GREENPIPE_BUILD_BPF=1
   export CARGO_TARGET_DIR="$arm_target_dir"
   for target in "${targets[@]}"; do
     start=$(date +%s)
-    nice -n 10 "$CROSS_CARGO" test --locked --target "$target" --no-fail-fast \
+    nice -n 10 "$CROSS_CARGO" test --locked --target "$target" --no-fail-fast "${no_run[@]}" \
       -p greenpipe-common -p greenpipe-exporter --lib --test board_detection --test packaging \
       -- --test-threads=2
     if [[ "$target" == aarch64-unknown-linux-gnu ]]; then
       # greenpipe-tests is step 2's x86-64 harness (Prometheus, kube, the VM), never on a
       # board; common and exporter ran above.
-      nice -n 10 "$CROSS_CARGO" test --locked --target "$target" --no-fail-fast --workspace \
-        --exclude greenpipe-tests --exclude greenpipe-common --exclude greenpipe-exporter \
-        --lib --bins -- --test-threads=2
+      nice -n 10 "$CROSS_CARGO" test --locked --target "$target" --no-fail-fast "${no_run[@]}" \
+        --workspace --exclude greenpipe-tests --exclude greenpipe-common \
+        --exclude greenpipe-exporter --lib --bins -- --test-threads=2
       # The workload binary for step 2, built as the test build builds it (dev-dependency
       # features included) so tract is compiled once, not once per feature set.
       nice -n 10 "$CROSS_CARGO" test --locked --target "$target" --no-run -p greenpipe-workload \
         --test models
     fi
-    echo "test-arm: $target: built and tested under qemu-user in $(($(date +%s) - start)) s"
+    echo "test-arm: $target: $done_what in $(($(date +%s) - start)) s"
   done
 )
+((${#no_run[@]})) && exit 0
 if [[ " ${targets[*]} " == *" aarch64-unknown-linux-gnu "* ]]; then
   start=$(date +%s)
   GREENPIPE_ARM_TARGET_DIR="$arm_target_dir" cargo test --locked --no-fail-fast \

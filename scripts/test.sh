@@ -3,7 +3,10 @@
 # Tests need root (cgroups, eBPF); they start their own Prometheus and exporters on loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+started=$(date +%s)
+step() { echo "test: $* at $(($(date +%s) - started)) s" >&2; }
 scripts/setup.sh
+step "setup done"
 # Incremental state is a second copy of every workspace crate's build; a one-shot test run gains
 # nothing from it and the disk is shared.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
@@ -11,22 +14,66 @@ export GREENPIPE_BUILD_BPF=1   # build the real BPF objects, never the editor st
 # The workload's C++ engines, installed by setup.sh (their tests fail without them).
 export GREENPIPE_ONNXRUNTIME_LIB="${GREENPIPE_ONNXRUNTIME_LIB:-$PWD/.venv/engines/libonnxruntime.so}"
 export GREENPIPE_LITERT_LIB="${GREENPIPE_LITERT_LIB:-$PWD/.venv/engines/libLiteRt.so}"
-# The Kubernetes control plane the k8s tests run (built from source once per machine, cached).
-scripts/control-plane.sh build >/dev/null
-# Helm for deploy/helm (built from the Go module proxy once per machine, cached).
-scripts/helm.sh --path >/dev/null
+
+# The servers built from Go source (cached in ~/.cache/greenpipe once per machine): the
+# Kubernetes control plane the k8s tests run, Helm for deploy/helm, and Prometheus 3, Thanos and
+# Mimir for the backend tests. Cold, they are half an hour of downloads and compiles on 2 cores
+# (docs/benchmarks.md), so they start now, in the background at the lowest priority: the
+# downloads overlap the Rust build, and the compiles take the CPU the Rust side leaves idle
+# (linking, tests that wait on Prometheus). A step waits for the build it needs; a failed build
+# fails the run with its log.
+bg_logs="$(mktemp -d)"
+trap 'rm -rf "$bg_logs"' EXIT
+declare -A bg_pid
+background() {
+  local name="$1"
+  shift
+  # Its own process group, so that waiting for it can raise the whole build's priority.
+  setsid nice -n 19 "$@" >"$bg_logs/$name.log" 2>&1 &
+  bg_pid[$name]=$!
+}
+wait_for() {
+  local name="$1"
+  # Nothing runs in the foreground while a step waits: give the awaited build the CPU ahead of
+  # the other background builds (the processes it starts from now on inherit the priority).
+  renice -n 0 -g "${bg_pid[$name]}" >/dev/null 2>&1 || true
+  if ! wait "${bg_pid[$name]}"; then
+    cat "$bg_logs/$name.log" >&2
+    echo "test: $name failed (its log above)" >&2
+    exit 1
+  fi
+  step "$name done"
+}
+background control-plane scripts/control-plane.sh build
+background helm scripts/helm.sh --path
+background backends scripts/backends.sh build prometheus3 thanos mimir
+
 cargo fmt --all -- --check
 # cargo fmt reaches only files a plain `mod` line names; check every tracked file on its own so a
 # module declared inside a macro cannot hide from the formatter.
 git ls-files -z '*.rs' ':!:fuzz/' | xargs -0 -n 20 rustfmt --check --edition 2021 >/dev/null
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# The workload without tract, as the quick start builds it (ONNX Runtime and LiteRT only).
-cargo clippy -p greenpipe-workload --no-default-features --all-targets --locked -- -D warnings
-cargo test -p greenpipe-workload --no-default-features --locked --lib -- model::
+step "clippy done"
+# The ARM cross builds (two more builds of the workspace, cached in ~/.cache/greenpipe/arm-target
+# by their inputs): in the background too, so scripts/test-arm.sh below finds them built.
+background arm-build scripts/test-arm.sh --build-only
+# The workload without tract, as the quick start builds it (ONNX Runtime and LiteRT only): its
+# feature set rebuilds most dependencies (5 min here), so it builds in a target directory of its
+# own, in the background at the lowest priority like the Go builds, and is waited for at the end.
+background no-tract env CARGO_TARGET_DIR="$PWD/target/no-tract" sh -c '
+  cargo clippy -p greenpipe-workload --no-default-features --all-targets --locked -- -D warnings &&
+  cargo test -p greenpipe-workload --no-default-features --locked --lib -- model::'
+wait_for control-plane
+wait_for helm
 # Two cores: run test binaries one at a time so timing-sensitive kernel tests are not starved.
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2
+step "workspace tests done"
 # Unit tests for aarch64 and armv7 under qemu-user (cross builds cached in ~/.cache/greenpipe).
+wait_for arm-build
 scripts/test-arm.sh
-# The estimator on real Prometheus 3, Thanos and Mimir built from Go source (cached in
-# ~/.cache/greenpipe; about 10 min cold on 2 cores, measured in docs/benchmarks.md).
+step "ARM tests done"
+# The estimator on real Prometheus 3, Thanos and Mimir (measured in docs/benchmarks.md).
+wait_for backends
 scripts/test-backends.sh
+step "backend tests done"
+wait_for no-tract
