@@ -11,6 +11,14 @@ step "setup done"
 # nothing from it and the disk is shared.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export GREENPIPE_BUILD_BPF=1   # build the real BPF objects, never the editor stubs
+# The host build outside the checkout, like the ARM builds (~/.cache/greenpipe/arm-target): the
+# dependencies (tract, aya, the engines' bindings: most of the half hour a cold build takes on 2
+# cores) are compiled once per machine and toolchain, keyed by cargo's own fingerprints, and a
+# new clone rebuilds only the workspace crates. The workload without tract builds in a directory
+# of its own, at the same time (one target directory is one cargo lock).
+cache="$HOME/.cache/greenpipe"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/host-target}"
+no_tract_target_dir="${GREENPIPE_NO_TRACT_TARGET_DIR:-$cache/host-target-no-tract}"
 # The workload's C++ engines, installed by setup.sh (their tests fail without them).
 export GREENPIPE_ONNXRUNTIME_LIB="${GREENPIPE_ONNXRUNTIME_LIB:-$PWD/.venv/engines/libonnxruntime.so}"
 export GREENPIPE_LITERT_LIB="${GREENPIPE_LITERT_LIB:-$PWD/.venv/engines/libLiteRt.so}"
@@ -58,9 +66,9 @@ step "clippy done"
 # by their inputs): in the background too, so scripts/test-arm.sh below finds them built.
 background arm-build scripts/test-arm.sh --build-only
 # The workload without tract, as the quick start builds it (ONNX Runtime and LiteRT only): its
-# feature set rebuilds most dependencies (5 min here), so it builds in a target directory of its
-# own, in the background at the lowest priority like the Go builds, and is waited for at the end.
-background no-tract env CARGO_TARGET_DIR="$PWD/target/no-tract" sh -c '
+# feature set rebuilds most dependencies (5 min here, cold), so it builds in its target directory
+# (above), in the background at the lowest priority like the Go builds, and is waited for at the end.
+background no-tract env CARGO_TARGET_DIR="$no_tract_target_dir" sh -c '
   cargo clippy -p greenpipe-workload --no-default-features --all-targets --locked -- -D warnings &&
   cargo test -p greenpipe-workload --no-default-features --locked --lib -- model::'
 wait_for control-plane
