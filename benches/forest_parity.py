@@ -12,6 +12,10 @@ prints one JSON object:
 
     {"sklearn": "1.9.1", "model": "rf", "mape": [per fold], "fit_cpu_seconds": [per fold]}
 
+With --seeds N the default model is fitted N times per fold, `random_state` 0..N-1, and the
+object adds "mape_by_seed": one list of per-fold MAPEs per seed (the forest's MAPE moves with
+its bootstrap draws, so parity between two forests is judged over several seeds of each).
+
 Fits run on one core (n_jobs=1, the default) and are timed with process_time, so
 fit_cpu_seconds is the one-core fit time that the Rust side compares its own with.
 
@@ -44,11 +48,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from crossval_sklearn import mape  # noqa: E402  (the one MAPE of the benches)
 
 
-def model(name):
+def model(name, seed=0):
     if name == "rf":
-        return RandomForestRegressor(random_state=0)
+        return RandomForestRegressor(random_state=seed)
     if name == "gbr":
-        return GradientBoostingRegressor(random_state=0)
+        return GradientBoostingRegressor(random_state=seed)
     raise SystemExit(f"unknown model {name!r}; known: rf, gbr")
 
 
@@ -59,7 +63,10 @@ def main():
     ap.add_argument("--weights")
     ap.add_argument("--fold", type=int)
     ap.add_argument("--predictions")
+    ap.add_argument("--seeds", type=int, default=1)
     a = ap.parse_args()
+    if a.seeds < 1:
+        raise SystemExit(f"--seeds {a.seeds}: at least 1")
     df = pd.read_csv(a.matrix)
     features = [c for c in df.columns if c not in ("power_watts", "fold")]
     X, y, fold = df[features].to_numpy(float), df["power_watts"].to_numpy(float), df["fold"]
@@ -83,15 +90,20 @@ def main():
                       "other_seeds_watts": again / len(weights)}).to_csv(a.predictions,
                                                                          index=False)
         return
-    mapes, cpu = [], []
+    by_seed, cpu = [[] for _ in range(a.seeds)], []
     for k in sorted(set(fold) - {-1}):
         tr, te = fold != k, fold == k
-        started = time.process_time()
-        m = model(a.model).fit(X[tr], y[tr])
-        cpu.append(time.process_time() - started)
-        mapes.append(mape(y[te], m.predict(X[te])))
-    print(json.dumps({"sklearn": sklearn.__version__, "model": a.model, "mape": mapes,
-                      "fit_cpu_seconds": cpu}))
+        for seed in range(a.seeds):
+            started = time.process_time()
+            m = model(a.model, seed).fit(X[tr], y[tr])
+            if seed == 0:
+                cpu.append(time.process_time() - started)
+            by_seed[seed].append(mape(y[te], m.predict(X[te])))
+    out = {"sklearn": sklearn.__version__, "model": a.model, "mape": by_seed[0],
+           "fit_cpu_seconds": cpu}
+    if a.seeds > 1:
+        out["mape_by_seed"] = by_seed
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,11 @@
 //! with OLS or ridge, OLS) on the same folds, for the leave-one-machine-out table.
 //!
 //! `GREENPIPE_PARITY_MODELS` (default `rf,gbr`) picks the models compared with scikit-learn.
+//!
+//! `GREENPIPE_PARITY_SEEDS=N` runs only the forest comparison over seeds: per machine, our
+//! forest with seeds 0..N-1 against `RandomForestRegressor(random_state=0..N-1)`, each on its
+//! own bootstrap draws, the mean MAPE over the seeds and its range; `GREENPIPE_PARITY_ROWS=R`
+//! thins every machine to about R rows first, as the unit tests do (every k-th row).
 
 use std::path::PathBuf;
 
@@ -27,6 +32,16 @@ fn main() {
         OfflineOptions::parse(None, "stress|cpu", Some("^(Disk|Network)"), None, None).unwrap();
     let nodes = samples::load(&[root.join("../shared/datasets/power")], None).unwrap();
     let dir = tempfile::tempdir().unwrap();
+    if let Ok(seeds) = std::env::var("GREENPIPE_PARITY_SEEDS") {
+        let seeds: usize = seeds
+            .parse()
+            .expect("GREENPIPE_PARITY_SEEDS: a number of seeds");
+        let rows: Option<usize> = std::env::var("GREENPIPE_PARITY_ROWS")
+            .ok()
+            .map(|r| r.parse().expect("GREENPIPE_PARITY_ROWS: a number of rows"));
+        forest_over_seeds(&sk, &options, &nodes, seeds, rows, dir.path());
+        return;
+    }
     let models = std::env::var("GREENPIPE_PARITY_MODELS").unwrap_or_else(|_| "rf,gbr".into());
     for model in models.split(',') {
         let candidate = match model {
@@ -112,6 +127,50 @@ fn main() {
             ours.len(),
             quantiles(&ours, &theirs),
             quantiles(&again, &theirs)
+        );
+    }
+}
+
+/// The forests over `seeds` seeds each, every machine (thinned to about `rows` rows if given).
+fn forest_over_seeds(
+    sk: &Sklearn,
+    options: &OfflineOptions,
+    nodes: &[greenpipe_offline::samples::NodeSamples],
+    seeds: usize,
+    rows: Option<usize>,
+    dir: &std::path::Path,
+) {
+    println!("\nour forest, seeds 0..{seeds}, against RandomForestRegressor(random_state=0..{seeds}), each on its own draws:\n");
+    println!("| machine | rows | folds | ours, mean (lowest–highest) | scikit-learn, mean (lowest–highest) | difference |");
+    println!("|---|---|---|---|---|---|");
+    let range = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!(
+            "{:.2} % ({lo:.2}–{hi:.2})",
+            v.iter().sum::<f64>() / v.len() as f64
+        )
+    };
+    for s in nodes {
+        let s = match rows {
+            Some(r) => parity::thinned(s, s.y.len().div_ceil(r)),
+            None => s.clone(),
+        };
+        let (s, folds) = parity::folds(options, &s).unwrap();
+        let c = parity::compare_forest_seeds(sk, &s, &folds, seeds, dir).unwrap();
+        let (ours, theirs) = c.mean_mape();
+        eprintln!(
+            "  {}: ours {:?}, scikit-learn {:?}",
+            s.node, c.ours, c.theirs
+        );
+        println!(
+            "| {} | {} | {} | {} | {} | {:+.2} |",
+            s.node,
+            s.y.len(),
+            folds.len(),
+            range(&c.ours),
+            range(&c.theirs),
+            ours - theirs
         );
     }
 }

@@ -6,8 +6,10 @@
 //! training), so both sides fit and score exactly the same rows. Our side fits through the
 //! pipeline (`fit::fit`, standardised inputs, clamped predictions), as `crossval` does.
 //!
-//! Two comparisons, because the two forests cannot share a random generator:
+//! Three comparisons, because the two forests cannot share a random generator:
 //! - statistical: the mean held-out MAPE over the folds, per node ([`compare`]);
+//! - statistical over seeds: the same, averaged over several seeds of each forest
+//!   ([`compare_forest_seeds`]): one forest's MAPE moves with its bootstrap draws;
 //! - prediction by prediction on one fold ([`same_bootstrap`]): scikit-learn grows its trees on
 //!   the bootstrap weights our forest drew, so the two differ only where a node's tie between
 //!   inputs of equal gain is broken by each side's random input order.
@@ -248,6 +250,9 @@ pub struct SklearnRun {
     pub mape: Vec<f64>,
     /// Per fold, fit CPU seconds.
     pub fit_cpu_seconds: Vec<f64>,
+    /// With `--seeds N` (N > 1): per seed (`random_state` 0..N-1), per fold, held-out MAPE.
+    #[serde(default)]
+    pub mape_by_seed: Vec<Vec<f64>>,
 }
 
 impl Sklearn {
@@ -279,7 +284,25 @@ impl Sklearn {
 
     /// scikit-learn's default `model` (`rf` or `gbr`) on every fold of the matrix.
     pub fn folds(&self, matrix: &Path, model: &str) -> Result<SklearnRun, ParityError> {
-        let args = [matrix.to_str().unwrap_or_default(), "--model", model];
+        self.folds_by_seed(matrix, model, 1)
+    }
+
+    /// As [`Sklearn::folds`], fitted with `random_state` 0..`seeds` on every fold
+    /// (`mape_by_seed` filled when `seeds` > 1).
+    pub fn folds_by_seed(
+        &self,
+        matrix: &Path,
+        model: &str,
+        seeds: usize,
+    ) -> Result<SklearnRun, ParityError> {
+        let seeds = seeds.to_string();
+        let args = [
+            matrix.to_str().unwrap_or_default(),
+            "--model",
+            model,
+            "--seeds",
+            &seeds,
+        ];
         let output = self.run(&args)?;
         serde_json::from_str(output.trim()).map_err(|source| ParityError::Json {
             command: format!("{} {}", self.script.display(), args.join(" ")),
@@ -352,6 +375,97 @@ pub fn compare(
     })
 }
 
+/// Our scikit-learn-default forest grown with `seed` (its own bootstrap draws) on fold `f`'s
+/// training rows, through the pipeline's scaling, unclamped (scikit-learn's forest is not
+/// clamped either; a forest's mean of training watts never needs it): per held-out row, watts.
+fn our_forest_predictions(
+    s: &NodeSamples,
+    f: &Fold,
+    weights: Option<&[Vec<u32>]>,
+    seed: u64,
+) -> Vec<f64> {
+    let p = crate::models::sklearn_forest_params();
+    let columns: Vec<usize> = (0..s.features.len()).collect();
+    let train = s.x.select(&f.train);
+    let scaling = train.standardisation(&s.features);
+    let x = train.standardised(&scaling);
+    let y: Vec<f64> = f.train.iter().map(|&i| s.y[i]).collect();
+    let kind = match weights {
+        Some(w) => exact::forest_on_weights(&x, &y, w, p.tree, seed),
+        None => exact::forest(&x, &y, p.trees, p.tree, seed),
+    };
+    let test: Matrix = s.x.select(&f.test).columns(&columns).standardised(&scaling);
+    (0..test.rows)
+        .map(|i| kind.predict_scaled(test.row(i)).unwrap_or(f64::NAN))
+        .collect()
+}
+
+/// Our forest and scikit-learn's over several seeds each, on the same folds.
+#[derive(Debug, Clone)]
+pub struct SeedComparison {
+    /// Ours, per seed (0..n), the mean held-out MAPE over the folds.
+    pub ours: Vec<f64>,
+    /// scikit-learn's, per `random_state` (0..n), the same.
+    pub theirs: Vec<f64>,
+    /// scikit-learn's version.
+    pub sklearn: String,
+}
+
+impl SeedComparison {
+    /// Mean over the seeds: (ours, theirs).
+    pub fn mean_mape(&self) -> (f64, f64) {
+        (mean(&self.ours), mean(&self.theirs))
+    }
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// Our scikit-learn-default forest with seeds 0..`seeds` against `RandomForestRegressor()` with
+/// `random_state` 0..`seeds`, each on its own draws, on the folds of `s`; `dir` holds the matrix
+/// file.
+pub fn compare_forest_seeds(
+    sk: &Sklearn,
+    s: &NodeSamples,
+    folds: &[Fold],
+    seeds: usize,
+    dir: &Path,
+) -> Result<SeedComparison, ParityError> {
+    let matrix = dir.join(format!("{}__matrix.csv", s.node));
+    write_matrix(s, folds, &matrix)?;
+    let run = sk.folds_by_seed(&matrix, "rf", seeds)?;
+    let by_seed = if seeds > 1 {
+        run.mape_by_seed
+    } else {
+        vec![run.mape]
+    };
+    if by_seed.len() != seeds || by_seed.iter().any(|m| m.len() != folds.len()) {
+        return Err(ParityError::FoldCount {
+            ours: folds.len() * seeds,
+            theirs: by_seed.iter().map(Vec::len).sum(),
+        });
+    }
+    let ours = (0..seeds as u64)
+        .map(|seed| {
+            let per_fold: Vec<f64> = folds
+                .iter()
+                .map(|f| {
+                    let truth: Vec<f64> = f.test.iter().map(|&i| s.y[i]).collect();
+                    let predicted = our_forest_predictions(s, f, None, seed);
+                    metrics::score(&truth, &predicted).mape_percent
+                })
+                .collect();
+            mean(&per_fold)
+        })
+        .collect();
+    Ok(SeedComparison {
+        ours,
+        theirs: by_seed.iter().map(|m| mean(m)).collect(),
+        sklearn: run.sklearn,
+    })
+}
+
 /// Held-out predictions of one fold, watts, in the fold's test order.
 #[derive(Debug, Clone)]
 pub struct SameDraws {
@@ -391,17 +505,7 @@ pub fn same_bootstrap(
     }
     out.flush().map_err(err)?;
     drop(out);
-    // Our forest on the same draws, through the pipeline's scaling, unclamped (scikit-learn's
-    // forest is not clamped either; a forest's mean of training watts never needs it).
-    let columns: Vec<usize> = (0..s.features.len()).collect();
-    let train = s.x.select(&f.train);
-    let scaling = train.standardisation(&s.features);
-    let y: Vec<f64> = f.train.iter().map(|&i| s.y[i]).collect();
-    let kind = exact::forest_on_weights(&train.standardised(&scaling), &y, &weights, p.tree, seed);
-    let test: Matrix = s.x.select(&f.test).columns(&columns).standardised(&scaling);
-    let ours: Vec<f64> = (0..test.rows)
-        .map(|i| kind.predict_scaled(test.row(i)).unwrap_or(f64::NAN))
-        .collect();
+    let ours = our_forest_predictions(s, f, Some(&weights), seed);
     let ppath = dir.join(format!("{}__predictions.csv", s.node));
     sk.run(&[
         matrix.to_str().unwrap_or_default(),
