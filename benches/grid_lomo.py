@@ -99,7 +99,8 @@ def mape(p, y):
 
 def load(prefix):
     rows = pd.read_csv(prefix + "__rows.csv")
-    specs = open(prefix + "__specs.txt").read().splitlines()
+    with open(prefix + "__specs.txt") as f:
+        specs = f.read().splitlines()
     preds = pd.read_csv(prefix + "__predictions.csv")
     y = rows.power_watts.to_numpy()
     score = {}
@@ -145,7 +146,8 @@ def sklearn_lowo(prefix, rows, hold):
             for r in RF_SEEDS[1:]]
         out[seeds] = {"mean": float(np.mean(per_seed)), "min": min(per_seed),
                       "max": max(per_seed), "per_seed": per_seed}
-    json.dump(out, open(cache, "w"), indent=1)
+    with open(cache, "w") as f:
+        json.dump(out, f, indent=1)
     out["RF() seeds"] = out[seeds]
     return out
 

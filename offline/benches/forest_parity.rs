@@ -35,7 +35,9 @@ fn main() {
     if let Ok(seeds) = std::env::var("GREENPIPE_PARITY_SEEDS") {
         let seeds: usize = seeds
             .parse()
-            .expect("GREENPIPE_PARITY_SEEDS: a number of seeds");
+            .ok()
+            .filter(|&n| n > 0)
+            .expect("GREENPIPE_PARITY_SEEDS: a number of seeds, at least 1");
         let rows: Option<usize> = std::env::var("GREENPIPE_PARITY_ROWS")
             .ok()
             .map(|r| r.parse().expect("GREENPIPE_PARITY_ROWS: a number of rows"));
@@ -140,7 +142,10 @@ fn forest_over_seeds(
     rows: Option<usize>,
     dir: &std::path::Path,
 ) {
-    println!("\nour forest, seeds 0..{seeds}, against RandomForestRegressor(random_state=0..{seeds}), each on its own draws:\n");
+    println!(
+        "\nour forest, seeds 0..={last}, against RandomForestRegressor(random_state=0..={last}), each on its own draws:\n",
+        last = seeds - 1
+    );
     println!("| machine | rows | folds | ours, mean (lowest–highest) | scikit-learn, mean (lowest–highest) | difference |");
     println!("|---|---|---|---|---|---|");
     let range = |v: &[f64]| {

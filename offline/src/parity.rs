@@ -621,11 +621,42 @@ mod tests {
         );
     }
 
-    // The forest's MAPE parity, each forest on its own draws, is not within 0.15 points
-    // (2026-12-02, thinned rows: ours 8.43 / 6.43 / 5.26 / 7.65 % against scikit-learn's 8.60 /
-    // 6.07 / 5.15 / 6.87 %): one draw against another moves that much. It is compared on the
-    // same draws by the last test below; `cargo bench -p greenpipe-offline --bench
-    // forest_parity` measures the own-draws figures.
+    /// The forest-parity test, each forest on its own draws: per machine, the mean MAPE of our
+    /// scikit-learn-default forest over seeds 0..4 within 0.15 point of `RandomForestRegressor()`'s
+    /// over `random_state` 0..4. One seed against one seed does not hold 0.15 point (2026-12-02,
+    /// ours with seed 7 against `random_state=0`: 8.43 / 6.43 / 5.26 / 7.65 % against 8.60 /
+    /// 6.07 / 5.15 / 6.87 %), because one forest's MAPE moves with its bootstrap draws by more
+    /// than that (scikit-learn alone, `random_state` 0..4 on kepler-nx12: 6.87–7.24 %). Over five
+    /// seeds each (2026-12-03): −0.03, +0.15, +0.05 and +0.10 point.
+    #[test]
+    fn over_five_seeds_each_our_forest_scores_as_scikit_learns_on_every_shared_machine() {
+        let sk = sklearn();
+        let dir = tempfile::tempdir().unwrap();
+        let mut failures = Vec::new();
+        for (s, folds) in machines() {
+            let c = compare_forest_seeds(&sk, &s, &folds, 5, dir.path()).unwrap();
+            let (ours, theirs) = c.mean_mape();
+            eprintln!(
+                "{} ({} rows, {} folds), seeds 0..4 each: ours {ours:.3} % {:?}, scikit-learn \
+                 {} {theirs:.3} % {:?}, {:+.3} points",
+                s.node,
+                s.y.len(),
+                folds.len(),
+                c.ours,
+                c.sklearn,
+                c.theirs,
+                ours - theirs
+            );
+            if (ours - theirs).abs() > 0.15 {
+                failures.push(format!("{}: {ours:.3} % against {theirs:.3} %", s.node));
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "more than 0.15 points apart over five seeds each: {failures:?}"
+        );
+    }
+
     #[test]
     fn the_default_boosting_scores_as_scikit_learns_on_every_shared_machine() {
         parity(sklearn_boosting(), "gbr", 0.15);
@@ -677,8 +708,7 @@ mod tests {
         );
     }
 
-    /// The forest-parity test: per machine, on every fold, both forests grown on the same
-    /// bootstrap draws (ours drawn, scikit-learn's trees fitted on them as `sample_weight`).
+    /// Per machine, on every fold, both forests grown on the same bootstrap draws (ours drawn, scikit-learn's trees fitted on them as `sample_weight`).
     /// Drawing the rows is the only step the two cannot share (two random generators), and one
     /// draw against another moves the mean by more than 0.15 point on kepler-nx12's extrapolating
     /// last block (22.2–23.4 % over three draws, 2026-12-03), so the algorithms are compared on
