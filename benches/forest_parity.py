@@ -10,11 +10,12 @@ leave-one-workload-out over the holdable workload groups, or, for a node with on
 every fold's training rows, scores the held-out ones with the MAPE of crossval_sklearn.py, and
 prints one JSON object:
 
-    {"sklearn": "1.9.1", "model": "rf", "mape": [per fold], "fit_cpu_seconds": [per fold]}
+    {"sklearn": "1.9.1", "model": "rf", "mape": [per fold], "mape_by_seed": [[per fold]],
+     "fit_cpu_seconds": [per fold]}
 
-With --seeds N the default model is fitted N times per fold, `random_state` 0..N-1, and the
-object adds "mape_by_seed": one list of per-fold MAPEs per seed (the forest's MAPE moves with
-its bootstrap draws, so parity between two forests is judged over several seeds of each).
+With --seeds N (default 1) the default model is fitted N times per fold, `random_state`
+0..N-1: "mape_by_seed" holds one list of per-fold MAPEs per seed, "mape" the first (a forest's
+MAPE moves with its bootstrap draws, so two forests are compared over several seeds of each).
 
 Fits run on one core (n_jobs=1, the default) and are timed with process_time, so
 fit_cpu_seconds is the one-core fit time that the Rust side compares its own with.
@@ -99,11 +100,8 @@ def main():
             if seed == 0:
                 cpu.append(time.process_time() - started)
             by_seed[seed].append(mape(y[te], m.predict(X[te])))
-    out = {"sklearn": sklearn.__version__, "model": a.model, "mape": by_seed[0],
-           "fit_cpu_seconds": cpu}
-    if a.seeds > 1:
-        out["mape_by_seed"] = by_seed
-    print(json.dumps(out))
+    print(json.dumps({"sklearn": sklearn.__version__, "model": a.model, "mape": by_seed[0],
+                      "mape_by_seed": by_seed, "fit_cpu_seconds": cpu}))
 
 
 if __name__ == "__main__":

@@ -250,8 +250,7 @@ pub struct SklearnRun {
     pub mape: Vec<f64>,
     /// Per fold, fit CPU seconds.
     pub fit_cpu_seconds: Vec<f64>,
-    /// With `--seeds N` (N > 1): per seed (`random_state` 0..N-1), per fold, held-out MAPE.
-    #[serde(default)]
+    /// Per seed (`random_state` 0..N-1 of `--seeds N`), per fold, held-out MAPE.
     pub mape_by_seed: Vec<Vec<f64>>,
 }
 
@@ -287,8 +286,7 @@ impl Sklearn {
         self.folds_by_seed(matrix, model, 1)
     }
 
-    /// As [`Sklearn::folds`], fitted with `random_state` 0..`seeds` on every fold
-    /// (`mape_by_seed` filled when `seeds` > 1).
+    /// As [`Sklearn::folds`], fitted with `random_state` 0..`seeds` on every fold.
     pub fn folds_by_seed(
         &self,
         matrix: &Path,
@@ -328,7 +326,7 @@ pub struct Comparison {
 impl Comparison {
     /// Mean held-out MAPE over the folds: (ours, theirs).
     pub fn mean_mape(&self) -> (f64, f64) {
-        let m = |v: &[FoldScore]| v.iter().map(|f| f.mape_percent).sum::<f64>() / v.len() as f64;
+        let m = |v: &[FoldScore]| mean(&v.iter().map(|f| f.mape_percent).collect::<Vec<_>>());
         (m(&self.ours), m(&self.theirs))
     }
 
@@ -435,25 +433,25 @@ pub fn compare_forest_seeds(
     let matrix = dir.join(format!("{}__matrix.csv", s.node));
     write_matrix(s, folds, &matrix)?;
     let run = sk.folds_by_seed(&matrix, "rf", seeds)?;
-    let by_seed = if seeds > 1 {
-        run.mape_by_seed
-    } else {
-        vec![run.mape]
-    };
+    let by_seed = run.mape_by_seed;
     if by_seed.len() != seeds || by_seed.iter().any(|m| m.len() != folds.len()) {
         return Err(ParityError::FoldCount {
             ours: folds.len() * seeds,
             theirs: by_seed.iter().map(Vec::len).sum(),
         });
     }
+    let truths: Vec<Vec<f64>> = folds
+        .iter()
+        .map(|f| f.test.iter().map(|&i| s.y[i]).collect())
+        .collect();
     let ours = (0..seeds as u64)
         .map(|seed| {
             let per_fold: Vec<f64> = folds
                 .iter()
-                .map(|f| {
-                    let truth: Vec<f64> = f.test.iter().map(|&i| s.y[i]).collect();
+                .zip(&truths)
+                .map(|(f, truth)| {
                     let predicted = our_forest_predictions(s, f, None, seed);
-                    metrics::score(&truth, &predicted).mape_percent
+                    metrics::score(truth, &predicted).mape_percent
                 })
                 .collect();
             mean(&per_fold)
@@ -708,7 +706,8 @@ mod tests {
         );
     }
 
-    /// Per machine, on every fold, both forests grown on the same bootstrap draws (ours drawn, scikit-learn's trees fitted on them as `sample_weight`).
+    /// Per machine, on every fold, both forests grown on the same bootstrap draws (ours drawn,
+    /// scikit-learn's trees fitted on them as `sample_weight`).
     /// Drawing the rows is the only step the two cannot share (two random generators), and one
     /// draw against another moves the mean by more than 0.15 point on kepler-nx12's extrapolating
     /// last block (22.2–23.4 % over three draws, 2026-12-03), so the algorithms are compared on
