@@ -48,6 +48,15 @@ go_minor="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
 command -v kubectl >/dev/null || { echo "setup: kubectl not found (needed for kubectl kustomize)" >&2; exit 1; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="$root/.venv"
+# The venv lives once per machine in ~/.cache/greenpipe/venv, .venv a link to it, so a new clone
+# (CI's) does not download and unpack the same pinned wheels again. A .venv of its own is kept.
+if [[ ! -e $venv && ! -L $venv ]]; then
+  mkdir -p "$HOME/.cache/greenpipe"
+  ln -s "$HOME/.cache/greenpipe/venv" "$venv"
+fi
+if [[ -L $venv ]]; then
+  venv="$(readlink -f "$venv")"
+fi
 if ! "$venv/bin/python" -c 'import kubernetes_validate, cloudcoil.models.prometheus_operator, cloudcoil.models.cert_manager, dockerfile' 2>/dev/null; then
   echo "setup: creating $venv for the deploy/ checks"
   /usr/bin/python3 -m venv "$venv"

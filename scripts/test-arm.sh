@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # The ARM part of the test command (scripts/test.sh calls it):
 # 1. unit tests cross-built with Debian's rustc-web and run under qemu-user (.cargo/config.toml's
-#    runners):
-#      aarch64-unknown-linux-gnu      every library crate's (and binary's) unit tests, and the
+#    runners), of what runs on a board:
+#      aarch64-unknown-linux-gnu      the unit tests of greenpipe-common, the exporter, the
+#                                     workload, and the estimator's and offline's libraries (with
+#                                     what they depend on: web, remote-write, litert), and the
 #                                     exporter's board detection and packaging tests
 #      armv7-unknown-linux-gnueabihf  greenpipe-common and greenpipe-exporter: 32-bit usize/time_t,
 #                                     64-bit atomics by ldrexd
-#    The exporter's integration tests make cargo link the exporter binary too, which step 2 runs;
-#    the aarch64 workload binary is built for step 2 as well.
-# 2. with aarch64: the x86-64 test crate's arm_* tests (feature `arm`) on those aarch64 binaries:
+#    Left out: carbon and campaign (they run on the cluster's control side or a workstation,
+#    never on a board) and greenpipe-tests (the x86-64 harness of step 2), and offline's
+#    forest-parity tests against scikit-learn (parity is a property of the algorithm, proven on
+#    the host; grown emulated in a debug build they took over 15 minutes).
+#    Every aarch64 build is one package selection, so the dependencies are compiled for one
+#    feature set; the exporter's and the workload's integration binaries are built in it too (the
+#    workload binary for step 2 as the test build builds it: tract compiled once).
+# 2. with aarch64: the x86-64 test crate's ignored arm_* tests on those aarch64 binaries:
 #      arm_exporter_qemu_user  under qemu-user next to the x86-64 exporter, a pod-shaped cgroup
 #      arm_workload_qemu_user  every model in f32 and int8 on tract, logits against x86-64's
 #      arm_vm                  a whole arm64 machine (scripts/arm-vm.sh): BPF under arm64's verifier
@@ -36,29 +43,27 @@ export CARGO_INCREMENTAL=0 GREENPIPE_BUILD_BPF=1
   export CARGO_TARGET_DIR="$arm_target_dir"
   for target in "${targets[@]}"; do
     start=$(date +%s)
-    nice -n 10 "$CROSS_CARGO" test --locked --target "$target" --no-fail-fast "${no_run[@]}" \
-      -p greenpipe-common -p greenpipe-exporter --lib --test board_detection --test packaging \
-      -- --test-threads=2
+    packages=(-p greenpipe-common -p greenpipe-exporter)
+    skip=()
     if [[ "$target" == aarch64-unknown-linux-gnu ]]; then
-      # greenpipe-tests is step 2's x86-64 harness (Prometheus, kube, the VM), never on a
-      # board; common and exporter ran above.
-      nice -n 10 "$CROSS_CARGO" test --locked --target "$target" --no-fail-fast "${no_run[@]}" \
-        --workspace --exclude greenpipe-tests --exclude greenpipe-common \
-        --exclude greenpipe-exporter --lib --bins -- --test-threads=2
-      # The workload binary for step 2, built as the test build builds it (dev-dependency
-      # features included) so tract is compiled once, not once per feature set.
-      nice -n 10 "$CROSS_CARGO" test --locked --target "$target" --no-run -p greenpipe-workload \
-        --test models
+      packages+=(-p greenpipe-workload -p greenpipe-estimator -p greenpipe-offline)
+      skip=(--skip parity::tests::)
     fi
+    nice -n 10 "$CROSS_CARGO" test --locked --target "$target" --no-fail-fast "${no_run[@]}" \
+      "${packages[@]}" --lib --bins -- --test-threads=2 "${skip[@]}"
+    # The integration binaries of the same selection: the exporter's board detection and
+    # packaging modules run; the workload's is built for step 2 and runs nothing here.
+    nice -n 10 "$CROSS_CARGO" test --locked --target "$target" --no-fail-fast "${no_run[@]}" \
+      "${packages[@]}" --test integration -- --test-threads=2 board_detection:: packaging::
     echo "test-arm: $target: $done_what in $(($(date +%s) - start)) s"
   done
 )
 ((${#no_run[@]})) && exit 0
 if [[ " ${targets[*]} " == *" aarch64-unknown-linux-gnu "* ]]; then
   start=$(date +%s)
-  GREENPIPE_ARM_TARGET_DIR="$arm_target_dir" cargo test --locked --no-fail-fast \
-    -p greenpipe-tests --features arm --test arm_exporter_qemu_user --test arm_workload_qemu_user \
-    --test arm_vm \
-    -- --test-threads=2
+  # The workspace selection the test command's host build made, so nothing rebuilds.
+  GREENPIPE_ARM_TARGET_DIR="$arm_target_dir" cargo test --locked --no-fail-fast --workspace \
+    --test integration -- --ignored --test-threads=2 arm_exporter_qemu_user:: arm_vm:: \
+    arm_workload_qemu_user::
   echo "test-arm: aarch64 exporter and workload under qemu-user, exporter in the arm64 VM in $(($(date +%s) - start)) s"
 fi

@@ -9,5 +9,6 @@ scripts/setup.sh
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export GREENPIPE_BUILD_BPF=1
 scripts/backends.sh build prometheus3 thanos mimir >/dev/null
-cargo test -p greenpipe-tests --locked --features backends --test remote_write_v2 \
-  --test otlp_prometheus3 --test multi_tenant_backends -- --test-threads=1
+# The workspace selection the test command's host build made, so nothing rebuilds.
+cargo test --workspace --locked --test integration -- --ignored --test-threads=1 \
+  remote_write_v2:: otlp_prometheus3:: multi_tenant_backends::

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # The README's second command: installs what is missing, then runs every check and test.
 # Tests need root (cgroups, eBPF); they start their own Prometheus and exporters on loopback.
+#   scripts/test.sh           everything (what CI runs)
+#   scripts/test.sh --quick   the inner loop: fmt, clippy, every unit test and the end-to-end
+#                             tests that take seconds (CONTRIBUTING.md says when to run which)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+case "${1:-}" in
+  "") ;;
+  --quick) quick=1 ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
 started=$(date +%s)
-step() { echo "test: $* at $(($(date +%s) - started)) s" >&2; }
+step() { echo "test: $* at $(($(date +%s) - started)) s ($(date -u +%H:%M:%S))" >&2; }
 scripts/setup.sh
 step "setup done"
 # Incremental state is a second copy of every workspace crate's build; a one-shot test run gains
@@ -22,6 +31,36 @@ no_tract_target_dir="${GREENPIPE_NO_TRACT_TARGET_DIR:-$cache/host-target-no-trac
 # The workload's C++ engines, installed by setup.sh (their tests fail without them).
 export GREENPIPE_ONNXRUNTIME_LIB="${GREENPIPE_ONNXRUNTIME_LIB:-$PWD/.venv/engines/libonnxruntime.so}"
 export GREENPIPE_LITERT_LIB="${GREENPIPE_LITERT_LIB:-$PWD/.venv/engines/libLiteRt.so}"
+
+# Each test's wall time in the log (scripts/test-runner.sh), the slowest listed at the end.
+export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/scripts/test-runner.sh"
+test_log="$cache/test-times.log"
+mkdir -p "$cache"
+: >"$test_log"
+# Runs cargo test with its output also in $test_log.
+cargo_test() {
+  cargo test "$@" 2>&1 | tee -a "$test_log"
+}
+slowest() {
+  echo "test: the ten slowest tests:" >&2
+  sed -nE 's/^test (.*) \.\.\. (ok|FAILED) <([0-9.]+)s>$/\3 s  \1/p' "$test_log" |
+    sort -rn | head -n 10 >&2
+}
+
+if ((quick)); then
+  cargo fmt --all -- --check
+  cargo clippy --workspace --all-targets --locked -- -D warnings
+  step "clippy done"
+  cargo_test --workspace --locked --no-fail-fast --lib --bins -- --test-threads=2
+  step "unit tests done"
+  # The end-to-end modules that take seconds; those left out start a control plane, run a
+  # workload for a minute or more, or cut links (the full command runs them).
+  cargo_test --workspace --locked --no-fail-fast --test integration -- --test-threads=2 \
+    $(sed -e 's/#.*//' scripts/slow-tests.txt | xargs -r printf -- '--skip %s ')
+  step "fast end-to-end tests done"
+  slowest
+  exit 0
+fi
 
 # The servers built from Go source (cached in ~/.cache/greenpipe once per machine): the
 # Kubernetes control plane the k8s tests run, Helm for deploy/helm, and Prometheus 3, Thanos and
@@ -73,15 +112,16 @@ background no-tract env CARGO_TARGET_DIR="$no_tract_target_dir" sh -c '
   cargo test -p greenpipe-workload --no-default-features --locked --lib -- model::'
 wait_for control-plane
 wait_for helm
-# Two cores: run test binaries one at a time so timing-sensitive kernel tests are not starved.
-cargo test --workspace --locked --no-fail-fast -- --test-threads=2
+# Two cores: two tests at a time so timing-sensitive kernel tests are not starved.
+cargo_test --workspace --locked --no-fail-fast -- --test-threads=2
 step "workspace tests done"
 # Unit tests for aarch64 and armv7 under qemu-user (cross builds cached in ~/.cache/greenpipe).
 wait_for arm-build
-scripts/test-arm.sh
+scripts/test-arm.sh 2>&1 | tee -a "$test_log"
 step "ARM tests done"
 # The estimator on real Prometheus 3, Thanos and Mimir (measured in docs/benchmarks.md).
 wait_for backends
-scripts/test-backends.sh
+scripts/test-backends.sh 2>&1 | tee -a "$test_log"
 step "backend tests done"
 wait_for no-tract
+slowest

@@ -1,14 +1,11 @@
 //! The eBPF collector against the real kernel: processes in a test cgroup shaped like a Docker
 //! container, compared with what the kernel itself reports. Runs as root.
 
-#[path = "kernel_support/mod.rs"]
-mod support;
-
 use std::time::Duration;
 
+use crate::kernel_support::{build, collect, loopback_sink, require_root, value, TestCgroup};
 use greenpipe_common::names::{container, label, source};
 use greenpipe_exporter::collector::{ebpf, Collector};
-use support::{build, collect, loopback_sink, require_root, value, TestCgroup};
 
 fn labels<'a>(cg: &'a TestCgroup, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     let mut l = vec![

@@ -1,17 +1,14 @@
 //! Process and cgroup churn: 10,000 short-lived processes and 200 short-lived container
 //! cgroups. The BPF map must hold live cgroups only afterwards and the collector's memory must
-//! not grow with what came and went. Its own test binary, so the RSS measured is the
-//! collector's and not another test's.
-
-#[path = "kernel_support/mod.rs"]
-mod support;
+//! not grow with what came and went. It runs in a process of its own, so the RSS
+//! measured is the collector's and not another test's.
 
 use std::time::Duration;
 
+use crate::kernel_support::{build, collect, require_root, value, TestCgroup};
 use greenpipe_common::names::exporter;
 use greenpipe_exporter::collector::ebpf;
 use greenpipe_exporter::selfstat::resident_bytes;
-use support::{build, collect, require_root, value, TestCgroup};
 
 fn tracked(set: &greenpipe_exporter::metrics::MetricSet) -> f64 {
     value(set, exporter::BPF_CGROUPS_TRACKED, &[]).expect("tracked gauge")
@@ -19,6 +16,14 @@ fn tracked(set: &greenpipe_exporter::metrics::MetricSet) -> f64 {
 
 #[test]
 fn maps_and_memory_stay_bounded_under_churn() {
+    crate::kernel_support::alone_in_process(
+        module_path!(),
+        "maps_and_memory_stay_bounded_under_churn",
+        maps_and_memory_stay_bounded_under_churn_alone,
+    );
+}
+
+fn maps_and_memory_stay_bounded_under_churn_alone() {
     require_root();
     let mut collector = build(&ebpf::SPEC);
     // Warm up: allocator pools, the first cgroup walk.

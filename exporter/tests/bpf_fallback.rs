@@ -1,18 +1,15 @@
 //! What happens when the kernel says no: a verifier rejection is reported with the verifier's
 //! words; a host without a PMU marks the perf collector unavailable and everything else runs.
 
-#[path = "kernel_support/mod.rs"]
-mod support;
-
 use std::path::Path;
 
+use crate::kernel_support::{require_root, value, TestCgroup};
 use greenpipe_common::names::{container, exporter, label, source};
 use greenpipe_exporter::bpf::{Accounting, LoadError};
 use greenpipe_exporter::collector::{ebpf, perf, CollectError};
 use greenpipe_exporter::config::Config;
 use greenpipe_exporter::paths::Paths;
 use greenpipe_exporter::sampler::Sampler;
-use support::{require_root, value, TestCgroup};
 
 static REJECTED: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/verifier_reject.bpf.o"));

@@ -2,17 +2,16 @@
 //! processes in a Docker-shaped test cgroup, compared with what the kernel reports for each
 //! process, and the off switch. Runs as root.
 
-#[path = "kernel_support/mod.rs"]
-mod support;
-
 use std::ffi::CString;
 use std::time::Duration;
 
+use crate::kernel_support::{
+    build, build_with, collect, loopback_sink, require_root, value, Forked, TestCgroup,
+};
 use greenpipe_common::names::{exporter, label, process, source};
 use greenpipe_exporter::bpf::{self, Accounting, Options};
 use greenpipe_exporter::collector::{ebpf, Collector};
 use greenpipe_exporter::metrics::MetricSet;
-use support::{build, build_with, collect, loopback_sink, require_root, value, Forked, TestCgroup};
 
 /// The ebpf collector with per-process accounting on and every process exported.
 fn per_process_collector() -> Box<dyn Collector> {

@@ -1,19 +1,17 @@
 //! Process churn with per-process accounting on: 10,000 short-lived processes. The BPF side
 //! deletes a process's entry when it exits, the collector sweeps the rare leftover, so the
 //! per-process map holds live processes only afterwards and the collector's memory does not
-//! grow with what came and went. Its own test binary, so the RSS measured is the collector's.
-
-#[path = "kernel_support/mod.rs"]
-mod support;
+//! grow with what came and went. It runs in a process of its own, so the RSS measured is the
+//! collector's.
 
 use std::time::Duration;
 
+use crate::kernel_support::{build_with, collect, require_root, value, TestCgroup};
 use greenpipe_common::names::exporter;
 use greenpipe_exporter::bpf::{self, Accounting, Options};
 use greenpipe_exporter::collector::ebpf;
 use greenpipe_exporter::metrics::MetricSet;
 use greenpipe_exporter::selfstat::resident_bytes;
-use support::{build_with, collect, require_root, value, TestCgroup};
 
 fn tracked(set: &MetricSet) -> f64 {
     value(set, exporter::BPF_PROCESSES_TRACKED, &[]).expect("processes tracked gauge")
@@ -37,6 +35,14 @@ fn live_processes() -> usize {
 
 #[test]
 fn per_process_map_and_memory_stay_bounded_under_process_churn() {
+    crate::kernel_support::alone_in_process(
+        module_path!(),
+        "per_process_map_and_memory_stay_bounded_under_process_churn",
+        per_process_map_and_memory_stay_bounded_under_process_churn_alone,
+    );
+}
+
+fn per_process_map_and_memory_stay_bounded_under_process_churn_alone() {
     require_root();
     let mut collector = build_with(&ebpf::SPEC, |c| c.options.ebpf.per_process = true);
     // A second copy of the programs whose map nobody sweeps: what the BPF exit program

@@ -94,8 +94,7 @@ fn answer(conn: TcpStream, reply: &Mutex<Reply>, paths: &Mutex<Vec<String>>) {
     }
 }
 
-mod support;
-use support::{errors, value};
+use crate::support::{errors, value};
 
 /// Generous timeouts: these tests must not fail because a loaded CI machine was slow; faults
 /// are scripted, never inferred from slowness.
@@ -105,11 +104,11 @@ const TIMEOUT: Duration = Duration::from_millis(800);
 const POLL: Duration = Duration::from_millis(100);
 
 fn sampler(meters: &[String]) -> Sampler {
-    support::sampler(Paths::default(), meters, INTERVAL, TIMEOUT)
+    crate::support::sampler(Paths::default(), meters, INTERVAL, TIMEOUT)
 }
 
 fn tick_until(s: &mut Sampler, what: &str, done: impl Fn(&MetricSet) -> bool) -> MetricSet {
-    support::tick_until(s, POLL, what, done)
+    crate::support::tick_until(s, POLL, what, done)
 }
 
 /// Checks the fault handling both plug kinds share: HTTP 500, a body that is no JSON, and a

@@ -9,8 +9,7 @@ use greenpipe_common::names::{exporter, label, meter as names};
 use greenpipe_exporter::paths::Paths;
 use greenpipe_exporter::sampler::Sampler;
 
-mod support;
-use support::value;
+use crate::support::value;
 
 /// Generous timeouts: these tests must not fail because a loaded CI machine was slow; faults
 /// are scripted, never inferred from slowness.
@@ -31,7 +30,7 @@ fn sampler(sysfs: &Path, meters: &[&str]) -> Sampler {
         ..Paths::default()
     };
     let meters: Vec<String> = meters.iter().map(|m| m.to_string()).collect();
-    support::sampler(paths, &meters, INTERVAL, TIMEOUT)
+    crate::support::sampler(paths, &meters, INTERVAL, TIMEOUT)
 }
 
 #[test]

@@ -12,8 +12,7 @@ use greenpipe_exporter::metrics::MetricSet;
 use greenpipe_exporter::paths::Paths;
 use greenpipe_exporter::sampler::Sampler;
 
-mod support;
-use support::{errors, value};
+use crate::support::{errors, value};
 
 /// Generous timeouts: these tests must not fail because a loaded CI machine was slow; faults
 /// are scripted, never inferred from slowness.
@@ -23,11 +22,11 @@ const TIMEOUT: Duration = Duration::from_millis(800);
 const POLL: Duration = Duration::from_millis(100);
 
 fn sampler(meters: &[String]) -> Sampler {
-    support::sampler(Paths::default(), meters, INTERVAL, TIMEOUT)
+    crate::support::sampler(Paths::default(), meters, INTERVAL, TIMEOUT)
 }
 
 fn tick_until(s: &mut Sampler, what: &str, done: impl Fn(&MetricSet) -> bool) -> MetricSet {
-    support::tick_until(s, POLL, what, done)
+    crate::support::tick_until(s, POLL, what, done)
 }
 
 fn um25c_frame() -> Frame {

@@ -3,8 +3,8 @@
 //!
 //! The cross builds are `scripts/test-arm.sh`'s (Debian's rustc-web, see `scripts/cross.sh`):
 //! it builds them, then runs the `arm_*` tests with `GREENPIPE_ARM_TARGET_DIR` naming its target
-//! directory. These tests are behind the `arm` feature so `cargo test --workspace` does not run
-//! them without that build.
+//! directory. These tests are `#[ignore]`d so `cargo test --workspace` does not run them
+//! without that build.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! A storage engine started by `scripts/backends.sh up DIR ENGINE` (built from Go source, cached
-//! per machine; feature `backends`, run by scripts/test-backends.sh), stopped by `down` when
-//! dropped.
+//! per machine; its tests are ignored unless asked for, run by scripts/test-backends.sh),
+//! stopped by `down` when dropped.
 
 use std::collections::BTreeMap;
 use std::process::Command;

@@ -30,6 +30,7 @@ fn container_cpu(text: &str, id: &str) -> Option<f64> {
 }
 
 #[test]
+#[ignore = "needs the aarch64 cross builds: scripts/test-arm.sh runs it"]
 fn container_cpu_tracks_cpu_stat_as_the_x86_64_exporters_does() {
     let root = unified_root().expect("this test needs a cgroup v2 hierarchy (pure or hybrid)");
     let mut cg = TestCgroup::create(vec![root], &format!("greenpipe-arm-{}", std::process::id()))
@@ -130,6 +131,7 @@ fn unavailable_reason(page: &str, collector: &str) -> Option<String> {
 }
 
 #[test]
+#[ignore = "needs the aarch64 cross builds: scripts/test-arm.sh runs it"]
 fn same_families_as_x86_64_and_bpf_and_perf_reported_unavailable() {
     let arm = CrossExporter::start(AARCH64, "arm-qemu-user", &[]);
     wait_for(CYCLES, || fetch(&arm.url).ok())

@@ -21,6 +21,7 @@ const REQUIRED_PROGRAMS: [&str; 4] = [
 ];
 
 #[test]
+#[ignore = "needs the aarch64 cross builds: scripts/test-arm.sh runs it"]
 fn bpf_loads_under_the_arm64_verifier_and_attributes_a_busy_cgroup() {
     let run = boot_vm(&cross_binary(AARCH64, "greenpipe-exporter"), "cortex-a72");
     let kernel = run.fact("kernel");

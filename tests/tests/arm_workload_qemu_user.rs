@@ -149,16 +149,19 @@ fn compare(model: &str, size: &str) {
 }
 
 #[test]
+#[ignore = "needs the aarch64 cross builds: scripts/test-arm.sh runs it"]
 fn mobilenet_v2_on_aarch64_matches_x86_64() {
     compare("mobilenet_v2", "64");
 }
 
 #[test]
+#[ignore = "needs the aarch64 cross builds: scripts/test-arm.sh runs it"]
 fn efficientnet_b0_on_aarch64_matches_x86_64() {
     compare("efficientnet_b0", "64");
 }
 
 #[test]
+#[ignore = "needs the aarch64 cross builds: scripts/test-arm.sh runs it"]
 fn resnet50_v2_on_aarch64_matches_x86_64() {
     compare("resnet50_v2", "32");
 }

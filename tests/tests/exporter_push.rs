@@ -1,8 +1,9 @@
 //! Edge push (`--push.remote-write-url`): the exporter pushes its own samples to a real
 //! Prometheus (`--web.enable-remote-write-receiver`) through a slow link the test cuts
-//! ([`Link`]). After a cut shorter than `--push.buffer.max-age` every 1 s sample is stored, once;
-//! past it the loss is counted and later samples still arrive; a restart resends the buffer; the
-//! estimator reads pushed series as it reads scraped ones.
+//! ([`Link`]). After a cut of 300 ticks, shorter than `--push.buffer.max-age`, every sample is
+//! stored, once (at 100 ms ticks, so that the cut takes 30 s, not the 5 minutes it takes at the
+//! default 1 s); past max-age the loss is counted and later samples still arrive; a restart
+//! resends the buffer; the estimator reads pushed series as it reads scraped ones.
 //!
 //! The series checked is `greenpipe_exporter_collections_total`: it counts the exporter's ticks,
 //! so its stored values must be 1, 2, 3, … without a hole, each at its own timestamp.
@@ -27,16 +28,24 @@ struct Pusher {
     buffer: tempfile::TempDir,
 }
 
-/// An exporter for `node` sampling every second and pushing to `url` (a receiver's write URL),
-/// with `extra` flags; its log goes to `log`.
-fn start_pusher(node: &str, url: &str, extra: &[&str], log: &Path) -> Pusher {
-    start_pusher_in(tempfile::tempdir().unwrap(), node, url, extra, log)
+/// An exporter for `node` sampling every `interval` and pushing each tick to `url` (a
+/// receiver's write URL), with `extra` flags; its log goes to `log`.
+fn start_pusher(node: &str, interval: &str, url: &str, extra: &[&str], log: &Path) -> Pusher {
+    start_pusher_in(
+        tempfile::tempdir().unwrap(),
+        node,
+        interval,
+        url,
+        extra,
+        log,
+    )
 }
 
 /// [`start_pusher`] with its buffer under `buffer` (an earlier exporter's, after a restart).
 fn start_pusher_in(
     buffer: tempfile::TempDir,
     node: &str,
+    interval: &str,
     url: &str,
     extra: &[&str],
     log: &Path,
@@ -45,7 +54,7 @@ fn start_pusher_in(
     let dir = buffer.path().join("push");
     let mut args = vec![
         "--collection.interval",
-        "1s",
+        interval,
         "--push.remote-write-url",
         url,
         "--push.buffer.dir",
@@ -67,6 +76,37 @@ impl Pusher {
     fn metric(&self, name: &str, labels: &str) -> f64 {
         self_metric(&self.metrics, name, labels)
     }
+
+    /// The exporter's ticks so far (the value its next pushed sample of `collections_total`
+    /// will exceed).
+    fn ticks(&self) -> f64 {
+        self.metric(exporter::COLLECTIONS_TOTAL, "")
+    }
+
+    /// Waits until the exporter has ticked `n` times more than `from`.
+    fn wait_ticks(&self, from: f64, n: f64, timeout: Duration) {
+        wait_for(timeout, || (self.ticks() >= from + n).then_some(()))
+            .unwrap_or_else(|| panic!("{n} ticks after tick {from} within {timeout:?}"));
+    }
+}
+
+/// How long the link stays cut: a wall-clock time (the buffer's max-age is one), or a number
+/// of the exporter's ticks, whatever time they take on a loaded machine.
+#[derive(Clone, Copy)]
+enum Cut {
+    Time(Duration),
+    Ticks(f64),
+}
+
+/// A cut and what it covered.
+struct CutOutcome {
+    stored: StoredSeries,
+    /// Wall-clock start and end of the cut (ms).
+    start_ms: i64,
+    end_ms: i64,
+    /// The exporter's ticks when the link was cut and when it came back.
+    first_tick: f64,
+    last_tick: f64,
 }
 
 fn upstream(prom: &Prometheus) -> std::net::SocketAddr {
@@ -136,28 +176,36 @@ fn gaps(samples: &[(i64, f64)]) -> (i64, Vec<u64>) {
     (widest, missing)
 }
 
-/// Runs the exporter for `before`, cuts the link for `cut`, restores it and waits until the
-/// buffer has drained; returns the stored series and the cut's start and end (ms).
+/// Lets the exporter push 10 ticks, cuts the link for `cut`, restores it and waits until the
+/// buffer has drained.
 fn cut_and_restore(
     prom: &Prometheus,
     link: &Link,
     pusher: &Pusher,
     node: &str,
-    cut: Duration,
-) -> (StoredSeries, i64, i64) {
+    cut: Cut,
+) -> CutOutcome {
     wait_for(Duration::from_secs(60), || cycles_if_any(prom, node))
         .expect("pushed samples reach Prometheus");
-    std::thread::sleep(Duration::from_secs(10));
+    pusher.wait_ticks(0.0, 10.0, Duration::from_secs(60));
     let cut_start = now_ms();
     link.cut();
+    let first_tick = pusher.ticks();
     let started = Instant::now();
     // Mid-cut the exporter knows the receiver is gone and keeps samples on disk.
-    std::thread::sleep(cut.min(Duration::from_secs(15)));
+    match cut {
+        Cut::Time(cut) => std::thread::sleep(cut.min(Duration::from_secs(15))),
+        Cut::Ticks(n) => pusher.wait_ticks(first_tick, n / 2.0, Duration::from_secs(300)),
+    }
     assert_eq!(pusher.metric(exporter::PUSH_RECEIVER_UP, ""), 0.0);
     assert!(pusher.metric(exporter::PUSH_BUFFER_BYTES, "") > 0.0);
     assert!(pusher.metric(exporter::PUSH_FAILURES_TOTAL, "") >= 1.0);
-    std::thread::sleep(cut.saturating_sub(started.elapsed()));
+    match cut {
+        Cut::Time(cut) => std::thread::sleep(cut.saturating_sub(started.elapsed())),
+        Cut::Ticks(n) => pusher.wait_ticks(first_tick, n, Duration::from_secs(600)),
+    }
     let cut_end = now_ms();
+    let last_tick = pusher.ticks();
     let buffered = pusher.metric(exporter::PUSH_BUFFER_BYTES, "");
     let oldest = pusher.metric(exporter::PUSH_OLDEST_UNSENT_TIMESTAMP_SECONDS, "");
     eprintln!(
@@ -184,17 +232,29 @@ fn cut_and_restore(
         restored.elapsed().as_secs_f64()
     );
     assert_eq!(pusher.metric(exporter::PUSH_RECEIVER_UP, ""), 1.0);
-    (cycles(prom, node), cut_start, cut_end)
+    CutOutcome {
+        stored: cycles(prom, node),
+        start_ms: cut_start,
+        end_ms: cut_end,
+        first_tick,
+        last_tick,
+    }
 }
 
-/// A receiving Prometheus, a slow link to it and an exporter for `node` pushing through the
-/// link with `extra` flags (its log in the returned directory).
-fn behind_a_link(node: &str, extra: &[&str]) -> (Prometheus, Link, Pusher, tempfile::TempDir) {
+/// A receiving Prometheus, a slow link to it and an exporter for `node` ticking every
+/// `interval` and pushing through the link with `extra` flags (its log in the returned
+/// directory).
+fn behind_a_link(
+    node: &str,
+    interval: &str,
+    extra: &[&str],
+) -> (Prometheus, Link, Pusher, tempfile::TempDir) {
     let prom = Prometheus::start(&[], "1s").expect("prometheus");
     let link = Link::start(upstream(&prom), LATENCY).expect("link");
     let logs = tempfile::tempdir().unwrap();
     let pusher = start_pusher(
         node,
+        interval,
         &format!("{}/api/v1/write", link.url()),
         extra,
         &logs.path().join("exporter.log"),
@@ -202,12 +262,14 @@ fn behind_a_link(node: &str, extra: &[&str]) -> (Prometheus, Link, Pusher, tempf
     (prom, link, pusher, logs)
 }
 
+/// 300 ticks cut: five minutes at the default 1 s interval, here 30 s at the shortest interval
+/// the exporter takes (100 ms), each tick still its own pushed segment.
 #[test]
-fn every_sample_arrives_after_a_five_minute_cut() {
+fn every_sample_arrives_after_a_300_tick_cut() {
     let node = "push-cut";
-    let (prom, link, pusher, _logs) = behind_a_link(node, &[]);
-    let (stored, cut_start, cut_end) =
-        cut_and_restore(&prom, &link, &pusher, node, Duration::from_secs(300));
+    let (prom, link, pusher, _logs) = behind_a_link(node, "100ms", &[]);
+    let cut = cut_and_restore(&prom, &link, &pusher, node, Cut::Ticks(300.0));
+    let (stored, cut_start, cut_end) = (cut.stored, cut.start_ms, cut.end_ms);
 
     let (widest, missing) = gaps(&stored.samples);
     assert!(
@@ -225,10 +287,13 @@ fn every_sample_arrives_after_a_five_minute_cut() {
         "{} samples stored, {during} from the cut, widest step {widest} ms",
         stored.samples.len()
     );
-    // One sample a second through the cut (the exporter ticks on a fixed 1 s schedule).
+    // Every tick of the cut (its ticks counted by the exporter itself) was stored, stamped
+    // with a time inside the cut.
+    let ticks = cut.last_tick - cut.first_tick;
+    assert!(ticks >= 300.0, "{ticks} ticks in the cut");
     assert!(
-        during as i64 >= (cut_end - cut_start) / 1000 - 2,
-        "{during} samples in a {} ms cut",
+        during as f64 >= ticks - 2.0,
+        "{during} samples stored from a cut of {ticks} ticks ({} ms)",
         cut_end - cut_start
     );
     assert!(widest < 2_000, "a step of {widest} ms between ticks");
@@ -251,9 +316,15 @@ fn every_sample_arrives_after_a_five_minute_cut() {
 #[test]
 fn past_max_age_the_loss_is_counted_and_later_samples_arrive() {
     let node = "push-max-age";
-    let (prom, link, pusher, _logs) = behind_a_link(node, &["--push.buffer.max-age", "20s"]);
-    let (stored, cut_start, cut_end) =
-        cut_and_restore(&prom, &link, &pusher, node, Duration::from_secs(40));
+    let (prom, link, pusher, _logs) = behind_a_link(node, "1s", &["--push.buffer.max-age", "20s"]);
+    let cut = cut_and_restore(
+        &prom,
+        &link,
+        &pusher,
+        node,
+        Cut::Time(Duration::from_secs(40)),
+    );
+    let (stored, cut_start, cut_end) = (cut.stored, cut.start_ms, cut.end_ms);
     let (_, missing) = gaps(&stored.samples);
     let dropped = pusher.metric(exporter::PUSH_SAMPLES_DROPPED_TOTAL, "reason=\"max_age\"");
     eprintln!(
@@ -409,13 +480,18 @@ fn pushed_series_are_the_scraped_ones_and_the_estimator_reads_them() {
 #[test]
 fn a_restart_during_a_cut_resends_the_buffer() {
     let node = "push-restart";
-    let (prom, link, mut pusher, logs) = behind_a_link(node, &[]);
+    let (prom, link, mut pusher, logs) = behind_a_link(node, "1s", &[]);
     wait_for(Duration::from_secs(60), || cycles_if_any(&prom, node))
         .expect("pushed samples reach Prometheus");
     link.cut();
-    std::thread::sleep(Duration::from_secs(15));
-    let buffered = pusher.metric(exporter::PUSH_BUFFER_SEGMENTS, "");
-    assert!(buffered >= 10.0, "{buffered} segments buffered");
+    // Ten ticks buffered (one segment each), not a fixed time of the cut.
+    wait_for(Duration::from_secs(60), || {
+        (pusher.metric(exporter::PUSH_BUFFER_SEGMENTS, "") >= 10.0).then_some(())
+    })
+    .unwrap_or_else(|| {
+        let buffered = pusher.metric(exporter::PUSH_BUFFER_SEGMENTS, "");
+        panic!("{buffered} segments buffered after 60 s of the cut")
+    });
     let last_tick = pusher.metric(exporter::COLLECTIONS_TOTAL, "");
     let status = pusher.guard.terminate().expect("the exporter exits");
     assert!(status.success(), "exit on SIGTERM: {status:?}");
@@ -424,6 +500,7 @@ fn a_restart_during_a_cut_resends_the_buffer() {
     let pusher = start_pusher_in(
         pusher.buffer,
         node,
+        "1s",
         &url,
         &[],
         &logs.path().join("exporter-2.log"),

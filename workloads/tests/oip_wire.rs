@@ -4,12 +4,10 @@
 //! `.proto`. If a field number or type in our `.proto` drifted from the specification, an
 //! independent client would break, and so does this test.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http::Request;
 
 // ---- A minimal protobuf wire encoder/decoder --------------------------------------------

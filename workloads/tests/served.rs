@@ -3,11 +3,9 @@
 //! wrong request gets INVALID_ARGUMENT (or NOT_FOUND) and the server keeps serving, and SIGTERM
 //! closes the server's window into the campaign log.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use greenpipe_workload::oip::pb::grpc_inference_service_client::GrpcInferenceServiceClient;
 use greenpipe_workload::oip::pb::model_infer_request::InferInputTensor;
 use greenpipe_workload::oip::pb::{

@@ -255,3 +255,31 @@ pub fn loopback_sink() -> (u16, std::thread::JoinHandle<usize>) {
     });
     (port, receiver)
 }
+
+/// Runs `body` in a process of its own: this test binary again, with only the calling test
+/// selected. What the body reads of the whole process (its RSS, its threads) is then its own,
+/// not that of another test running beside it in the crate's one integration binary. The
+/// calling test fails unless that process ran exactly this test and it passed.
+pub fn alone_in_process(module: &str, test: &str, body: fn()) {
+    const SELECTED: &str = "GREENPIPE_TEST_ALONE";
+    // module_path!() starts with the binary's crate name, which libtest's names leave out.
+    let name = format!(
+        "{}::{test}",
+        module.split_once("::").map_or(module, |(_, m)| m)
+    );
+    if std::env::var(SELECTED).is_ok_and(|v| v == name) {
+        return body();
+    }
+    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args([name.as_str(), "--exact", "--test-threads=1", "--nocapture"])
+        .env(SELECTED, &name)
+        .output()
+        .expect("re-run the test binary");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{name} in a process of its own: {} (its output above)",
+        out.status
+    );
+}

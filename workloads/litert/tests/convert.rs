@@ -6,9 +6,7 @@
 //! Tolerances: f32 logits within 1e-4 of the logits' scale (max(1, max |logit|)) of the
 //! reference; int8 logits correlated above 0.99 with f32 ones and the same top-1 per image.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use greenpipe_litert::{convert, Error, LiteRt, Precision};
 
 const N: usize = 2;

@@ -1,12 +1,10 @@
 //! The thread count reaches LiteRT's CPU accelerator: a model compiled for 2 threads owns one
-//! more thread of this process (XNNPACK's pool worker) than one compiled for 1. Its own test
-//! binary, so no other test's threads come and go while it counts.
-
-mod common;
+//! more thread of this process (XNNPACK's pool worker) than one compiled for 1. It runs in a
+//! process of its own, so no other test's threads come and go while it counts.
 
 use std::time::Instant;
 
-use common::*;
+use crate::common::*;
 use greenpipe_litert::{convert, CompiledModel, Precision};
 
 fn tasks() -> Vec<u32> {
@@ -67,6 +65,14 @@ fn per_second(model: &CompiledModel, input: &[f32]) -> f64 {
 
 #[test]
 fn threads_reach_the_cpu_accelerator() {
+    crate::common::alone_in_process(
+        module_path!(),
+        "threads_reach_the_cpu_accelerator",
+        threads_reach_the_cpu_accelerator_alone,
+    );
+}
+
+fn threads_reach_the_cpu_accelerator_alone() {
     let rt = litert();
     let tflite =
         convert(&heavy_model(), Precision::F32, None, &rt).unwrap_or_else(|e| panic!("{e}"));
