@@ -143,6 +143,11 @@ impl Pod {
         Ok(pod)
     }
 
+    /// The container's cgroup (the leaf the process runs in).
+    pub fn cgroup(&self) -> &Path {
+        &self.leaf
+    }
+
     /// The exit status, once the process has ended.
     pub fn exited(&mut self) -> Option<ExitStatus> {
         if self.status.is_none() {

@@ -113,6 +113,9 @@ pub fn workspace_binary(name: &str) -> PathBuf {
             build.env_remove(key.as_ref());
         }
     }
+    // scripts/test-runner.sh sets it for the test binary alone (libtest's --report-time); build
+    // scripts that probe for nightly (anyhow's) watch it, and would rebuild the tree under it.
+    build.env_remove("RUSTC_BOOTSTRAP");
     // The same package and target selection as `cargo test --workspace` (every member, test
     // targets included, so dev-dependencies' features are unified the same way): after the test
     // build this is a no-op that finds the binary cargo test already linked. `--bin NAME` alone

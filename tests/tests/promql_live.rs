@@ -105,9 +105,8 @@ fn loaded_rules(prom: &Prometheus) -> Vec<(String, String, String, String, Strin
 #[test]
 fn every_dashboard_and_rule_expression_returns_data() {
     let scope = format!("greenpipe-e2e-{}", std::process::id());
-    let cpu_pod = DemoPod::start(&scope, 1, &["--cpu", "1", "--cpu-load", "60"]).expect("cpu pod");
-    let mem_pod =
-        DemoPod::start(&scope, 2, &["--vm", "1", "--vm-bytes", "32M"]).expect("memory pod");
+    let cpu_pod = DemoPod::start(&scope, &["--cpu", "1", "--cpu-load", "60"]).expect("cpu pod");
+    let mem_pod = DemoPod::start(&scope, &["--vm", "1", "--vm-bytes", "32M"]).expect("memory pod");
     // A local inference workload: the energy-per-inference rule joins its container's power
     // with its inference rate on the pod UID (in a cluster the scrape job's Kubernetes
     // discovery adds the label; here the static target carries it).
@@ -115,7 +114,6 @@ fn every_dashboard_and_rule_expression_returns_data() {
     let workload = test_binary("greenpipe-workload");
     let infer_pod = DemoPod::start_program(
         &scope,
-        3,
         &workload,
         &[
             "infer",
