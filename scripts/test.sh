@@ -115,6 +115,10 @@ wait_for helm
 # Two cores: two tests at a time so timing-sensitive kernel tests are not starved.
 cargo_test --workspace --locked --no-fail-fast -- --test-threads=2
 step "workspace tests done"
+# The tests that read the whole host, ignored in the run above: alone, one at a time.
+cargo_test --workspace --locked --no-fail-fast --test integration -- --ignored --test-threads=1 \
+  quickstart::
+step "whole-host tests done"
 # Unit tests for aarch64 and armv7 under qemu-user (cross builds cached in ~/.cache/greenpipe).
 wait_for arm-build
 scripts/test-arm.sh 2>&1 | tee -a "$test_log"

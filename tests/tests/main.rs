@@ -1,8 +1,9 @@
 //! The end-to-end tests: one binary, so that the dependencies are linked once,
 //! with a module per area named as the file it was
 //! (`cargo test -p greenpipe-tests --test integration <module>::`).
-//! The `arm_*` and backend modules are ignored unless asked for (`-- --ignored`):
-//! scripts/test-arm.sh and scripts/test-backends.sh run them once what they need is built.
+//! The `arm_*` and backend modules and the quick start's test are ignored unless asked for
+//! (`-- --ignored`): scripts/test-arm.sh and scripts/test-backends.sh run the first once what
+//! they need is built, scripts/test.sh the quick start's alone on the host.
 
 mod arm_exporter_qemu_user;
 mod arm_vm;

@@ -44,7 +44,10 @@ fn marked_processes(run_dir: &Path) -> Vec<(u32, String)> {
     out
 }
 
+/// Its live view ranks every container on the host, so another test's pods running beside it
+/// would push the demo's off the screen: scripts/test.sh runs it after the others, alone.
 #[test]
+#[ignore = "reads the whole host: scripts/test.sh runs it alone, after the other tests"]
 fn quickstart_produces_predictions_and_leaves_nothing_running() {
     let exporter = test_binary("greenpipe-exporter");
     test_binary("greenpipe-estimator");
