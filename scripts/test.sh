@@ -51,12 +51,14 @@ if ((quick)); then
   cargo fmt --all -- --check
   cargo clippy --workspace --all-targets --locked -- -D warnings
   step "clippy done"
-  cargo_test --workspace --locked --no-fail-fast --lib --bins -- --test-threads=2
+  # The tests that take seconds; those left out (scripts/slow-tests.txt) start a control plane,
+  # run a workload or scikit-learn for a minute or more, or cut links (the full command runs them).
+  skip_slow=$(sed -e 's/#.*//' scripts/slow-tests.txt | xargs -r printf -- '--skip %s ')
+  # shellcheck disable=SC2086 # one word per filter
+  cargo_test --workspace --locked --no-fail-fast --lib --bins -- --test-threads=2 $skip_slow
   step "unit tests done"
-  # The end-to-end modules that take seconds; those left out start a control plane, run a
-  # workload for a minute or more, or cut links (the full command runs them).
-  cargo_test --workspace --locked --no-fail-fast --test integration -- --test-threads=2 \
-    $(sed -e 's/#.*//' scripts/slow-tests.txt | xargs -r printf -- '--skip %s ')
+  # shellcheck disable=SC2086
+  cargo_test --workspace --locked --no-fail-fast --test integration -- --test-threads=2 $skip_slow
   step "fast end-to-end tests done"
   slowest
   exit 0

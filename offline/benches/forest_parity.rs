@@ -1,9 +1,9 @@
 //! Run with `cargo bench -p greenpipe-offline --bench forest_parity` (scikit-learn from the
 //! `.venv` of scripts/setup.sh; the shared traces beside the checkout).
 //!
-//! The forest- and boosting-parity check of `offline::parity` on every machine of
-//! `../shared/datasets/power` with all their rows (the unit tests thin them to 3,000): per
-//! machine, the mean held-out MAPE of our scikit-learn-default forest and boosting against
+//! The forest- and boosting-parity check of `offline::parity` on its machines
+//! (`parity::MACHINES`, from `../shared/datasets/power`) with all their rows (the unit tests thin
+//! them to 3,000): per machine, the mean held-out MAPE of our scikit-learn-default forest and boosting against
 //! `RandomForestRegressor()` and `GradientBoostingRegressor()` on the same folds, and the fit
 //! CPU time of both on one core, measured side by side in this one run; then the prediction-by-
 //! prediction comparison of the two forests grown on the same bootstrap draws on one fold.
@@ -30,7 +30,11 @@ fn main() {
     let sk = Sklearn::in_workspace(&root);
     let options =
         OfflineOptions::parse(None, "stress|cpu", Some("^(Disk|Network)"), None, None).unwrap();
-    let nodes = samples::load(&[root.join("../shared/datasets/power")], None).unwrap();
+    let nodes: Vec<_> = samples::load(&[root.join("../shared/datasets/power")], None)
+        .unwrap()
+        .into_iter()
+        .filter(|s| parity::MACHINES.contains(&s.node.as_str()))
+        .collect();
     let dir = tempfile::tempdir().unwrap();
     if let Ok(seeds) = std::env::var("GREENPIPE_PARITY_SEEDS") {
         let seeds: usize = seeds
