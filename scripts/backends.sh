@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Real metrics backends for tests and for trying the estimator by hand, built from source through
-# the Go module proxy (released versions) and cached outside the checkout.
+# Real metrics backends for tests and benchmarks, built from source through the Go module proxy
+# (released versions) and cached outside the checkout.
 #
 #   scripts/backends.sh build [ENGINE...]   build (or reuse) the binaries of ENGINE (default: all
 #                                           engines below), print each binary directory
-#   scripts/backends.sh up DIR ENGINE       start ENGINE with state in DIR, wait until it answers
-#                                           queries and takes remote writes, write DIR/env
-#   scripts/backends.sh down DIR            stop everything `up DIR` started
+#
+# Starting, readiness and stopping are the test harness's (tests/src/backends.rs); a script that
+# needs a running engine uses its `greenpipe-backend DIR ENGINE` binary.
 #
 # ENGINE: prometheus3 (Prometheus 3 as remote-write 1.0 + 2.0 and OTLP receiver); thanos
 # (receive + query, multi-tenant by the THANOS-TENANT header, tenancy enforced on queries);
@@ -14,11 +14,7 @@
 # Not here: vmcluster (the module proxy serves VictoriaMetrics' single-node tags only; vminsert,
 # vmselect and vmstorage live in its -cluster tags, which it refuses).
 #
-# DIR/env holds shell assignments: READ_URL (a Prometheus-compatible query root), WRITE_URL
-# (remote-write URL), TENANT_HEADER and TENANT (empty when the engine has none), ENGINE (the
-# value for the estimator's --prometheus.engine), plus OTLP_URL where the engine takes OTLP.
-#
-# Loopback only, free ports. The cache is ${XDG_CACHE_HOME:-~/.cache}/greenpipe/NAME-VERSION.
+# The cache is ${XDG_CACHE_HOME:-~/.cache}/greenpipe/NAME-VERSION.
 set -euo pipefail
 
 cache_root="${GREENPIPE_BACKENDS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/greenpipe}"
@@ -137,217 +133,6 @@ build_one() {
   exec 8>&-
 }
 
-# A free loopback TCP port (the kernel picks it; a tiny race until the daemon binds it).
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# daemon DIR NAME CMD...: starts CMD in the background (in this process group), logging to
-# DIR/logs/NAME.log.
-daemon() {
-  local dir="$1" name="$2"
-  shift 2
-  "$@" >"$dir/logs/$name.log" 2>&1 </dev/null &
-  echo "$! $name" >>"$dir/pids"
-}
-
-alive_or_die() {
-  local dir="$1" pid name
-  while read -r pid name; do
-    kill -0 "$pid" 2>/dev/null || die "$name exited; last lines of $dir/logs/$name.log:
-$(tail -n 20 "$dir/logs/$name.log")"
-  done <"$dir/pids"
-}
-
-# wait_ready DIR WHAT URL: polls URL (GET) until it answers 2xx, for up to 120 s.
-wait_ready() {
-  local dir="$1" what="$2" url="$3"
-  for _ in $(seq 1 600); do
-    alive_or_die "$dir"
-    curl -sf "$url" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  die "$what not ready after 120 s ($url); see $dir/logs"
-}
-
-start_prometheus3() {
-  local dir="$1" bin port url
-  bin="$(bin_dir prometheus3)"
-  port=$(free_port)
-  url="http://127.0.0.1:$port"
-  mkdir -p "$dir/data"
-  # No scrape targets: it only receives. The out-of-order window lets a restarted estimator
-  # write back the ticks it missed, older than the newest ones already stored.
-  cat >"$dir/prometheus.yml" <<'YAML'
-global:
-  scrape_interval: 15s
-storage:
-  tsdb:
-    out_of_order_time_window: 2h
-YAML
-  daemon "$dir" prometheus "$bin/prometheus" \
-    --config.file="$dir/prometheus.yml" \
-    --storage.tsdb.path="$dir/data" \
-    --web.listen-address="127.0.0.1:$port" \
-    --web.enable-remote-write-receiver \
-    --web.remote-write-receiver.accepted-protobuf-messages=prometheus.WriteRequest \
-    --web.remote-write-receiver.accepted-protobuf-messages=io.prometheus.write.v2.Request \
-    --web.enable-otlp-receiver \
-    --log.level=warn
-  wait_ready "$dir" prometheus "$url/-/ready"
-  printf 'READ_URL=%s\nWRITE_URL=%s\nOTLP_URL=%s\nTENANT_HEADER=\nTENANT=\nENGINE=prometheus\n' \
-    "$url" "$url/api/v1/write" "$url/api/v1/otlp/v1/metrics" >"$dir/env"
-  log "up: prometheus3 at $url"
-}
-
-# Thanos receive (one ingesting receiver, tenants by THANOS-TENANT, stored with a tenant_id
-# label) and Thanos query over it, enforcing tenancy: a query sees only its tenant's series.
-start_thanos() {
-  local dir="$1" bin rw http grpc qhttp qgrpc
-  bin="$(bin_dir thanos)"
-  rw=$(free_port)
-  http=$(free_port)
-  grpc=$(free_port)
-  qhttp=$(free_port)
-  qgrpc=$(free_port)
-  mkdir -p "$dir/receive"
-  daemon "$dir" thanos-receive "$bin/thanos" receive \
-    --tsdb.path="$dir/receive" \
-    --remote-write.address="127.0.0.1:$rw" \
-    --http-address="127.0.0.1:$http" \
-    --grpc-address="127.0.0.1:$grpc" \
-    --label='receive_replica="0"' \
-    --receive.tenant-header=THANOS-TENANT \
-    --tsdb.out-of-order.time-window=2h \
-    --log.level=warn
-  wait_ready "$dir" thanos-receive "http://127.0.0.1:$http/-/ready"
-  daemon "$dir" thanos-query "$bin/thanos" query \
-    --http-address="127.0.0.1:$qhttp" \
-    --grpc-address="127.0.0.1:$qgrpc" \
-    --endpoint="127.0.0.1:$grpc" \
-    --query.enforce-tenancy \
-    --query.tenant-header=THANOS-TENANT \
-    --log.level=warn
-  wait_ready "$dir" thanos-query "http://127.0.0.1:$qhttp/-/ready"
-  printf 'READ_URL=%s\nWRITE_URL=%s\nTENANT_HEADER=THANOS-TENANT\nTENANT=tenant-a\nENGINE=thanos\n' \
-    "http://127.0.0.1:$qhttp" "http://127.0.0.1:$rw/api/v1/receive" >"$dir/env"
-  log "up: thanos query at http://127.0.0.1:$qhttp, receive at http://127.0.0.1:$rw"
-}
-
-# Mimir in one process (-target=all: distributor, ingester, querier, query-frontend,
-# store-gateway, compactor), multi-tenant (X-Scope-OrgID required), blocks on the local
-# filesystem, its rings gossiped by memberlist on loopback only. Queries go through the query
-# frontend under /prometheus, writes to /api/v1/push.
-start_mimir() {
-  local dir="$1" bin http grpc gossip
-  bin="$(bin_dir mimir)"
-  http=$(free_port)
-  grpc=$(free_port)
-  gossip=$(free_port)
-  mkdir -p "$dir/mimir"
-  cat >"$dir/mimir.yaml" <<YAML
-target: all
-multitenancy_enabled: true
-server:
-  http_listen_address: 127.0.0.1
-  http_listen_port: $http
-  grpc_listen_address: 127.0.0.1
-  grpc_listen_port: $grpc
-  log_level: warn
-memberlist:
-  bind_addr: [127.0.0.1]
-  bind_port: $gossip
-  advertise_addr: 127.0.0.1
-  advertise_port: $gossip
-distributor:
-  ring:
-    instance_addr: 127.0.0.1
-ingester:
-  ring:
-    instance_addr: 127.0.0.1
-    replication_factor: 1
-    # One ingester: ready as soon as it has joined, nothing to hand over on stop.
-    min_ready_duration: 0s
-    final_sleep: 0s
-store_gateway:
-  sharding_ring:
-    instance_addr: 127.0.0.1
-    replication_factor: 1
-compactor:
-  data_dir: $dir/mimir/compactor
-  sharding_ring:
-    instance_addr: 127.0.0.1
-frontend:
-  address: 127.0.0.1
-blocks_storage:
-  backend: filesystem
-  filesystem:
-    dir: $dir/mimir/blocks
-  tsdb:
-    dir: $dir/mimir/tsdb
-  bucket_store:
-    sync_dir: $dir/mimir/tsdb-sync
-ruler_storage:
-  backend: filesystem
-  filesystem:
-    dir: $dir/mimir/rules
-# Their defaults are relative to the working directory (./metrics-activity.log, ./data-ruler/).
-activity_tracker:
-  filepath: $dir/mimir/metrics-activity.log
-ruler:
-  rule_path: $dir/mimir/data-ruler
-limits:
-  # A restarted estimator writes back the ticks it missed, older than the newest ones stored.
-  out_of_order_time_window: 2h
-YAML
-  # Started in its state directory, so that any other relative default path lands there too.
-  daemon "$dir" mimir sh -c 'cd "$0" && exec "$@"' "$dir/mimir" "$bin/mimir" -config.file="$dir/mimir.yaml"
-  wait_ready "$dir" mimir "http://127.0.0.1:$http/ready"
-  printf 'READ_URL=%s\nWRITE_URL=%s\nTENANT_HEADER=X-Scope-OrgID\nTENANT=tenant-a\nENGINE=mimir\n' \
-    "http://127.0.0.1:$http/prometheus" "http://127.0.0.1:$http/api/v1/push" >"$dir/env"
-  log "up: mimir at http://127.0.0.1:$http (queries under /prometheus, writes to /api/v1/push)"
-}
-
-# Runs as the leader of a new process group (see `up`): every daemon inherits the group, so
-# `down`, and the test harness, stop them all with one signal to it.
-start() {
-  local dir="$1" engine="$2"
-  echo "$$" >"$dir/pgid"
-  : >"$dir/pids"
-  mkdir -p "$dir/logs"
-  rm -f "$dir/env"
-  "start_$engine" "$dir"
-}
-
-# stop_pid PID SECONDS: SIGTERM, wait up to SECONDS for it to exit.
-stop_pid() {
-  local pid="$1" tries=$(($2 * 10))
-  kill -TERM "$pid" 2>/dev/null || return 0
-  while ((tries-- > 0)); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.1
-  done
-  return 1
-}
-
-# Stops the daemons in the reverse order of their start, then clears the whole process group.
-stop() {
-  local dir="$1" pgid pid name
-  [[ -f "$dir/pgid" ]] || return 0
-  pgid="$(cat "$dir/pgid")"
-  if [[ -f "$dir/pids" ]]; then
-    tac "$dir/pids" | while read -r pid name; do
-      stop_pid "$pid" 10 || log "down: $name ($pid) ignored SIGTERM for 10 s"
-    done
-  fi
-  kill -KILL -- "-$pgid" 2>/dev/null || true
-  for _ in $(seq 1 50); do
-    kill -0 -- "-$pgid" 2>/dev/null || break
-    sleep 0.1
-  done
-  rm -f "$dir/pgid"
-}
-
 case "${1:-}" in
   build)
     shift
@@ -358,27 +143,7 @@ case "${1:-}" in
       bin_dir "$engine"
     done
     ;;
-  up)
-    [[ -n "${2:-}" && -n "${3:-}" ]] || die "usage: $0 up DIR ENGINE (ENGINE: ${engines[*]})"
-    bin_dir "$3" >/dev/null
-    build_one "$3"
-    mkdir -p "$2"
-    dir="$(cd "$2" && pwd)"
-    stop "$dir"
-    # setsid: the daemons get a process group of their own, so `down` reaches every one.
-    setsid --wait "$0" _start "$dir" "$3" || {
-      stop "$dir"
-      exit 1
-    }
-    ;;
-  _start)
-    start "$2" "$3"
-    ;;
-  down)
-    [[ -n "${2:-}" ]] || die "usage: $0 down DIR"
-    stop "$(cd "$2" && pwd)"
-    ;;
   *)
-    die "usage: $0 build [ENGINE...] | up DIR ENGINE | down DIR (ENGINE: ${engines[*]})"
+    die "usage: $0 build [ENGINE...] (ENGINE: ${engines[*]})"
     ;;
 esac

@@ -19,7 +19,8 @@
 # Usage (root, after scripts/setup.sh):
 #   NODES="10 20 40" CONTAINERS=25 REPLICAS=1 PROMETHEUS=1 DURATION=60 scripts/scale-bench.sh
 # READ_TICKS=N passes --read.ticks-per-query N (N - 1 ticks more lag by design).
-# BACKEND=thanos|mimir|prometheus3 (scripts/backends.sh, P must be 1): Prometheus only scrapes and
+# BACKEND=thanos|mimir|prometheus3 (built by scripts/backends.sh, started by greenpipe-backend;
+# P must be 1): Prometheus only scrapes and
 # remote-writes everything to that engine; the estimator reads through the engine's query path
 # and writes back to it, with the engine's tenant header on both sides. "backend cpu ms/s" is
 # then the engine's processes' CPU per second.
@@ -46,10 +47,13 @@ fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 PROFILE=${PROFILE:-release}
-if [ "$PROFILE" = release ]; then
-  cargo build --release --quiet --bin greenpipe-exporter --bin greenpipe-estimator
-else
-  cargo build --quiet --bin greenpipe-exporter --bin greenpipe-estimator
+profile_flag=()
+[ "$PROFILE" = release ] && profile_flag=(--release)
+cargo build "${profile_flag[@]}" --quiet --bin greenpipe-exporter --bin greenpipe-estimator
+if [ -n "$BACKEND" ]; then
+  # The test harness's engine starter (tests/src/backends.rs). A build of its own: built with the
+  # two above, the tests crate's features (the exporter's fake meters) would enter theirs.
+  cargo build "${profile_flag[@]}" --quiet -p greenpipe-tests --bin greenpipe-backend
 fi
 bin="${CARGO_TARGET_DIR:-$root/target}/$PROFILE"
 work=$(mktemp -d /tmp/greenpipe-scale.XXXXXX)
@@ -76,11 +80,19 @@ stop_all() {
   pids=()
 }
 
+backend_pid=""
+# Stops greenpipe-backend, which stops the engine's daemons before it exits.
+stop_backend() {
+  if [ -n "$backend_pid" ]; then
+    kill "$backend_pid" 2>/dev/null || true
+    wait "$backend_pid" 2>/dev/null || true
+    backend_pid=""
+  fi
+}
+
 cleanup() {
   stop_all
-  if [ -n "$BACKEND" ] && [ -f "$work/backend/pids" ]; then
-    scripts/backends.sh down "$work/backend" || true
-  fi
+  stop_backend
   local pid
   for pid in "${sleepers[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${sleepers[@]}"; do wait "$pid" 2>/dev/null || true; done
@@ -142,7 +154,16 @@ for n in $NODES; do
   remote_write=""
   if [ -n "$BACKEND" ]; then
     mkdir -p "$work/backend"
-    scripts/backends.sh up "$work/backend" "$BACKEND"
+    "$bin/greenpipe-backend" "$work/backend" "$BACKEND" &
+    backend_pid=$!
+    # It writes env once the engine answers queries and takes writes; it exits if it cannot.
+    until [ -f "$work/backend/env" ]; do
+      kill -0 "$backend_pid" 2>/dev/null || {
+        echo "scale-bench: greenpipe-backend $BACKEND failed" >&2
+        exit 1
+      }
+      sleep 0.2
+    done
     # shellcheck disable=SC1091
     source "$work/backend/env"
     mapfile -t backend_pids < <(awk '{ print $1 }' "$work/backend/pids")
@@ -270,7 +291,7 @@ EOF
   if [ "$(calc "($max_lag <= $LAG_LIMIT) ? 1 : 0")" = 1.000000 ]; then largest=$n; fi
   stop_all
   if [ -n "$BACKEND" ]; then
-    scripts/backends.sh down "$work/backend"
+    stop_backend
     rm -rf "$work/backend"
   fi
 done

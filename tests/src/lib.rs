@@ -9,6 +9,7 @@ pub mod backends;
 pub mod cgroup;
 pub mod closed_loop_meter;
 pub mod control_plane;
+pub mod daemon;
 pub mod link;
 pub mod models;
 pub mod pki;
@@ -17,14 +18,16 @@ pub mod scrape;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 
 pub mod demo_pod;
 pub mod grafana;
 pub mod static_target;
+
+pub use daemon::Guard;
 
 /// A free TCP port on 127.0.0.1 for a child process to listen on.
 ///
@@ -181,71 +184,6 @@ pub fn start_exporter(node: &str, extra: &[&str]) -> (Guard, String) {
     )
 }
 
-/// A child process killed (SIGTERM, then SIGKILL) when dropped.
-pub struct Guard {
-    child: Option<Child>,
-    name: String,
-}
-
-impl Guard {
-    /// Wraps a spawned child.
-    pub fn new(name: &str, child: Child) -> Guard {
-        Guard {
-            child: Some(child),
-            name: name.to_string(),
-        }
-    }
-
-    /// The child's pid.
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
-    }
-
-    /// Waits up to `timeout` for the child to exit by itself (then terminates it); returns the
-    /// exit status.
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            match self.child.as_mut()?.try_wait() {
-                Ok(Some(status)) => {
-                    self.child = None;
-                    return Some(status);
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-                Err(_) => break,
-            }
-        }
-        eprintln!("{} did not exit within {timeout:?}", self.name);
-        self.terminate();
-        None
-    }
-
-    /// Sends SIGTERM and waits up to 10 s; returns the exit status.
-    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
-        let mut child = self.child.take()?;
-        // SAFETY: kill(2) on a pid we spawned and have not reaped.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!("{} ignored SIGTERM; killing", self.name);
-        let _ = child.kill();
-        child.wait().ok()
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        self.terminate();
-    }
-}
-
 /// A private Prometheus server on a loopback port.
 pub struct Prometheus {
     /// Base URL, e.g. `http://127.0.0.1:PORT`.
@@ -338,11 +276,12 @@ impl Prometheus {
             .arg("--web.enable-remote-write-receiver")
             .arg("--web.enable-lifecycle")
             .arg("--storage.tsdb.retention.time=1d");
-        self.guard = Some(spawn_until_ready(
+        self.guard = Some(daemon::start(
             "prometheus",
             command,
-            self.dir.path(),
+            &self.dir.path().join("prometheus.log"),
             &format!("{}/-/ready", self.url),
+            Duration::from_secs(30),
         )?);
         Ok(())
     }
@@ -604,36 +543,6 @@ pub fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// Starts the storage server `program` (a Debian package of the same name) with its stderr in
-/// `dir/<program>.log`, and waits up to 30 s for `ready_url` to answer 2xx; the log is in the
-/// error when it does not.
-fn spawn_until_ready(
-    program: &str,
-    mut command: Command,
-    dir: &Path,
-    ready_url: &str,
-) -> anyhow::Result<Guard> {
-    let log_path = dir.join(format!("{program}.log"));
-    let child = command
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log_path)?)
-        .spawn()
-        .with_context(|| {
-            format!("starting {program} (is Debian's `{program}` installed? scripts/setup.sh)")
-        })?;
-    let guard = Guard::new(program, child);
-    let ready = wait_for(Duration::from_secs(30), || {
-        reqwest::blocking::get(ready_url)
-            .ok()
-            .filter(|r| r.status().is_success())
-    });
-    if ready.is_none() {
-        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-        bail!("{program} did not become ready at {ready_url}:\n{log}");
-    }
-    Ok(guard)
-}
-
 /// A private VictoriaMetrics (Debian's `victoria-metrics`) on a loopback port, with its own data
 /// directory and no query latency offset (its default 30 s hides fresh samples from queries).
 pub struct VictoriaMetrics {
@@ -679,11 +588,12 @@ impl VictoriaMetrics {
         if let Some(offset) = &self.latency_offset {
             command.arg(format!("-search.latencyOffset={offset}"));
         }
-        self.guard = Some(spawn_until_ready(
+        self.guard = Some(daemon::start(
             "victoria-metrics",
             command,
-            self.dir.path(),
+            &self.dir.path().join("victoria-metrics.log"),
             &format!("{}/health", self.url),
+            Duration::from_secs(30),
         )?);
         Ok(())
     }

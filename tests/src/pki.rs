@@ -59,12 +59,6 @@ pub fn ca(dir: &Path, name: &str) -> Issued {
 /// A leaf certificate `name` signed by `ca`: a server certificate for IP 127.0.0.1 when `server`,
 /// else a client certificate with the DNS SAN `name`.
 pub fn issue(dir: &Path, ca: &Issued, name: &str, server: bool) -> Issued {
-    let (cert, key, csr, ext) = (
-        format!("{name}.pem"),
-        format!("{name}.key"),
-        format!("{name}.csr"),
-        format!("{name}.ext"),
-    );
     let extensions = if server {
         "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"
             .to_string()
@@ -73,6 +67,18 @@ pub fn issue(dir: &Path, ca: &Issued, name: &str, server: bool) -> Issued {
             "subjectAltName=DNS:{name}\nextendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n"
         )
     };
+    issue_with(dir, ca, name, &format!("/CN={name}"), &extensions)
+}
+
+/// A leaf certificate `name` (`name.pem`, `name.key`) signed by `ca`, with the subject
+/// `subject` (`/O=group/CN=user`) and the X.509 v3 `extensions` (openssl's extfile lines).
+pub fn issue_with(dir: &Path, ca: &Issued, name: &str, subject: &str, extensions: &str) -> Issued {
+    let (cert, key, csr, ext) = (
+        format!("{name}.pem"),
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.ext"),
+    );
     std::fs::write(dir.join(&ext), extensions).unwrap();
     openssl(
         &[
@@ -84,7 +90,7 @@ pub fn issue(dir: &Path, ca: &Issued, name: &str, server: bool) -> Issued {
             "ec_paramgen_curve:prime256v1",
             "-nodes",
             "-subj",
-            &format!("/CN={name}"),
+            subject,
             "-keyout",
             &key,
             "-out",
@@ -116,6 +122,26 @@ pub fn issue(dir: &Path, ca: &Issued, name: &str, server: bool) -> Issued {
         cert: dir.join(cert),
         key: dir.join(key),
     }
+}
+
+/// An ECDSA P-256 key pair `name.key` (PKCS#8) and `name.pub` (SubjectPublicKeyInfo), e.g. a
+/// service-account token signing key.
+pub fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let (key, public) = (format!("{name}.key"), format!("{name}.pub"));
+    openssl(
+        &[
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+            &key,
+        ],
+        dir,
+    );
+    openssl(&["pkey", "-in", &key, "-pubout", "-out", &public], dir);
+    (dir.join(key), dir.join(public))
 }
 
 /// The DER of the first certificate in a PEM file.

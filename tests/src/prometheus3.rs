@@ -1,27 +1,12 @@
 //! A private Prometheus 3 (built from source by `scripts/backends.sh build prometheus3`, cached
-//! per machine) on a loopback port: the receiver of the remote write 2.0 and OTLP tests (feature
-//! `backends`, run by scripts/test-backends.sh).
+//! per machine) on a loopback port, with the flags a test asks for: the receiver of the remote
+//! write 2.0 and OTLP tests (ignored unless asked for, run by scripts/test-backends.sh).
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use crate::{free_port, wait_for, workspace_root, Guard};
-
-/// The Prometheus 3 binary (built on first use, cached per machine).
-fn binary() -> PathBuf {
-    let out = Command::new(workspace_root().join("scripts/backends.sh"))
-        .args(["build", "prometheus3"])
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("running scripts/backends.sh");
-    assert!(
-        out.status.success(),
-        "scripts/backends.sh build prometheus3 failed"
-    );
-    let dir = String::from_utf8(out.stdout).expect("a UTF-8 path");
-    PathBuf::from(dir.trim()).join("prometheus")
-}
+use crate::backends::{binary, Engine};
+use crate::{daemon, free_port, Guard};
 
 /// A running Prometheus 3, stopped when dropped.
 pub struct Prometheus3 {
@@ -45,7 +30,9 @@ impl Prometheus3 {
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).expect("writing prometheus.yml");
         let port = free_port();
-        let mut cmd = Command::new(binary());
+        let prometheus =
+            binary(Engine::Prometheus3, "prometheus").unwrap_or_else(|e| panic!("{e:#}"));
+        let mut cmd = Command::new(prometheus);
         cmd.arg(format!("--config.file={}", config_path.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",
@@ -62,26 +49,15 @@ impl Prometheus3 {
             cmd.arg(format!("--enable-feature={}", features.join(",")));
         }
         cmd.args(extra);
-        let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("the log file");
-        let guard = Guard::new(
-            "prometheus3",
-            cmd.stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("starting prometheus 3"),
-        );
         let url = format!("http://127.0.0.1:{port}");
-        wait_for(Duration::from_secs(60), || {
-            reqwest::blocking::get(format!("{url}/-/ready"))
-                .ok()
-                .filter(|r| r.status().is_success())
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "prometheus 3 not ready:\n{}",
-                std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
-            )
-        });
+        let guard = daemon::start(
+            "prometheus3",
+            cmd,
+            &dir.path().join("prometheus.log"),
+            &format!("{url}/-/ready"),
+            Duration::from_secs(60),
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
         Prometheus3 {
             url,
             dir,

@@ -1,5 +1,6 @@
-//! The estimator on the real multi-tenant engines, built from source by
-//! `scripts/backends.sh up DIR ENGINE` (ignored unless asked for, run by scripts/test-backends.sh):
+//! The estimator on the real multi-tenant engines, built from source by `scripts/backends.sh`
+//! and started by `greenpipe_tests::backends` (ignored unless asked for, run by
+//! scripts/test-backends.sh):
 //! Thanos v0.42.0 (receive + query, tenants by `THANOS-TENANT`, tenancy enforced on queries) and
 //! Mimir 3.0.5 (monolithic, tenants by `X-Scope-OrgID`). The estimator reads the fleet's
 //! features through the engine's query API (`--prometheus.engine thanos|mimir`) and writes its
@@ -79,9 +80,9 @@ fn the_estimator_reads_and_writes_one_tenant_of_mimir_across_a_restart() {
 /// adds with the tenant's name, if it adds one.
 fn one_tenant_across_a_restart(engine: &str, tenant_label: Option<&str>) {
     let backend = Backend::up(engine);
-    let (read, write) = (backend.var("READ_URL"), backend.var("WRITE_URL"));
-    let header = backend.var("TENANT_HEADER");
-    assert_eq!(backend.var("ENGINE"), engine);
+    let (read, write) = (backend.read_url.as_str(), backend.write_url.as_str());
+    let header = backend.tenant_header();
+    assert_eq!(backend.engine.estimator_engine(), engine);
     let tenant_a = [(header, "tenant-a")];
     let tenant_b = [(header, "tenant-b")];
     let now = now_ms() / 1000 * 1000;
