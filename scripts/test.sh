@@ -114,9 +114,29 @@ background no-tract env CARGO_TARGET_DIR="$no_tract_target_dir" sh -c '
   cargo test -p greenpipe-workload --no-default-features --locked --lib -- model::'
 wait_for control-plane
 wait_for helm
+# Every test binary, built once for both lanes below.
+cargo test --workspace --locked --no-run --message-format=json-render-diagnostics \
+  >"$bg_logs/artifacts.json"
+step "test build done"
+# The scikit-learn parity tests are minutes of pure computation with no clock in them, while the
+# end-to-end tests mostly wait on real time: the parity binary runs beside them, at the lowest
+# priority (cargo runs one test binary at a time, and a second cargo would wait for the first's
+# lock on the target directory).
+parity_binary=$(python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if (m.get("reason") == "compiler-artifact" and m["target"]["name"] == "greenpipe_offline"
+            and m["profile"]["test"] and m.get("executable")):
+        print(m["executable"])' "$bg_logs/artifacts.json")
+[[ -n "$parity_binary" ]] || { echo "test: greenpipe-offline's unit-test binary not built" >&2; exit 1; }
+background parity "$CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER" "$parity_binary" \
+  --test-threads=2 parity::tests::
 # Two cores: two tests at a time so timing-sensitive kernel tests are not starved.
-cargo_test --workspace --locked --no-fail-fast -- --test-threads=2
+cargo_test --workspace --locked --no-fail-fast -- --test-threads=2 --skip parity::tests::
 step "workspace tests done"
+wait_for parity
+cat "$bg_logs/parity.log" >>"$test_log"
 # The tests that read the whole host, ignored in the run above: alone, one at a time.
 cargo_test --workspace --locked --no-fail-fast --test integration -- --ignored --test-threads=1 \
   quickstart::
