@@ -30,7 +30,7 @@ for p in "${pkgs[@]}"; do
   [[ -n "$v" && "$v" != "(none)" ]] || { echo "arm-vm: no candidate for $p:arm64" >&2; exit 1; }
   key+="${key:++}${p}_${v//:/%}"
 done
-cache="${GREENPIPE_ARM_VM_CACHE:-$HOME/.cache/greenpipe/arm-vm}/$key"
+cache="${GREENPIPE_ARM_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/greenpipe/arm-vm}/$key"
 
 prepare() {
   [[ -s "$cache/vmlinuz" && -s "$cache/base.cpio.gz" ]] && return

@@ -51,8 +51,9 @@ venv="$root/.venv"
 # The venv lives once per machine in ~/.cache/greenpipe/venv, .venv a link to it, so a new clone
 # (CI's) does not download and unpack the same pinned wheels again. A .venv of its own is kept.
 if [[ ! -e $venv && ! -L $venv ]]; then
-  mkdir -p "$HOME/.cache/greenpipe"
-  ln -s "$HOME/.cache/greenpipe/venv" "$venv"
+  cache="${XDG_CACHE_HOME:-$HOME/.cache}/greenpipe"
+  mkdir -p "$cache"
+  ln -s "$cache/venv" "$venv"
 fi
 if [[ -L $venv ]]; then
   venv="$(readlink -f "$venv")"

@@ -34,7 +34,7 @@ if [[ "${1:-}" == --build-only ]]; then
 fi
 read -ra targets <<<"${ARM_TARGETS:-aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf}"
 scripts/setup.sh --cross "${targets[@]}"
-arm_target_dir="${GREENPIPE_ARM_TARGET_DIR:-$HOME/.cache/greenpipe/arm-target}"
+arm_target_dir="${GREENPIPE_ARM_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/greenpipe/arm-target}"
 export CARGO_INCREMENTAL=0 GREENPIPE_BUILD_BPF=1
 # A subshell: Debian's toolchain (cross-env.sh) must not leak into step 2's x86-64 build.
 (

@@ -25,7 +25,9 @@ export GREENPIPE_BUILD_BPF=1   # build the real BPF objects, never the editor st
 # cores) are compiled once per machine and toolchain, keyed by cargo's own fingerprints, and a
 # new clone rebuilds only the workspace crates. The workload without tract builds in a directory
 # of its own, at the same time (one target directory is one cargo lock).
-cache="$HOME/.cache/greenpipe"
+# Every script caches under ${XDG_CACHE_HOME:-~/.cache}/greenpipe (Go's build cache is under
+# XDG_CACHE_HOME too): another XDG_CACHE_HOME is a fresh machine's caches, for measuring one.
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/greenpipe"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/host-target}"
 no_tract_target_dir="${GREENPIPE_NO_TRACT_TARGET_DIR:-$cache/host-target-no-tract}"
 # The workload's C++ engines, installed by setup.sh (their tests fail without them).
