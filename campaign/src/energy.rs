@@ -163,6 +163,10 @@ pub async fn window(
                 .filter(|u| u.node == node)
                 .map(|u| (t.timestamp_ms, u))
         }) {
+            // A profile made from per-CPU figures predicts and attributes as this node's instance.
+            let Ok(model) = model.for_node_cpus(usage.cpus) else {
+                continue;
+            };
             let watts = match source {
                 PowerSource::Meter => usage.meter_watts,
                 PowerSource::Predicted => model.predict(&usage.features).ok(),
@@ -178,7 +182,7 @@ pub async fn window(
                 exporter_sum += (watts - idle) * share;
                 exporter_ticks += 1;
             }
-            for s in attribute(model, watts, usage, IdleSplit::Processes) {
+            for s in attribute(&model, watts, usage, IdleSplit::Processes) {
                 let e = per.entry(s.container_id.to_string()).or_default();
                 e.pod_uid = s.pod_uid.to_string();
                 e.idle_joules += s.idle_watts;

@@ -167,6 +167,7 @@ mod tests {
             regressor: ModelKind::UtilisationInterpolation {
                 cpus: 4.0,
                 max_watts: 7.0,
+                scale_to_node_cpus: false,
             },
             idle_power_watts: 3.0,
             attribution_weights: vec![
@@ -208,6 +209,7 @@ mod tests {
             labels: Default::default(),
             features: f,
             meter_watts: None,
+            cpus: None,
             containers,
         }
     }

@@ -71,7 +71,11 @@ pub fn estimate_node<'m>(
             Some(_) => {}
         }
     }
-    let watts = model
+    // A profile made from per-CPU figures predicts with its instance for this node's CPUs.
+    let instance = model
+        .for_node_cpus(usage.cpus)
+        .map_err(|_| SkipReason::MissingFeature)?;
+    let watts = instance
         .predict(&usage.features)
         .ok()
         .filter(|w| w.is_finite())
@@ -80,9 +84,9 @@ pub fn estimate_node<'m>(
         node: usage.node.clone(),
         model,
         watts,
-        idle_watts: model.idle_power_watts.min(watts),
+        idle_watts: instance.idle_power_watts.min(watts),
         meter_watts: usage.meter_watts.filter(|w| w.is_finite()),
-        shares: attribute(model, watts, usage, split),
+        shares: attribute(&instance, watts, usage, split),
     })
 }
 
@@ -118,7 +122,44 @@ pub fn estimate_tick<'m>(
 
 #[cfg(test)]
 mod tests {
-    use super::SkipReason;
+    use super::*;
+    use greenpipe_common::features::{Feature, FeatureValues};
+
+    /// A profile of per-vCPU figures predicts each node at its own CPU count, and skips a node
+    /// whose CPU count was not read rather than predicting it at one CPU.
+    #[test]
+    fn a_per_cpu_profile_predicts_each_node_at_its_cpu_count() {
+        let models = ModelFile::from_json(
+            r#"{"schema_version": 1, "models": [{"name": "uncalibrated-vm",
+              "selector": {"default": true}, "features": [],
+              "regressor": {"kind": "utilisation_interpolation", "cpus": 1.0,
+                            "max_watts": 4.0, "scale_to_node_cpus": true},
+              "idle_power_watts": 1.0,
+              "attribution_weights": [{"feature": "cpu_seconds_per_second", "watts_per_unit": 3.0}],
+              "scores": {}}]}"#,
+        )
+        .unwrap();
+        let mut features = FeatureValues::default();
+        features.set(Feature::CpuSecondsPerSecond, Some(1.0));
+        let node = |cpus| NodeUsage {
+            node: "vm-1".into(),
+            labels: Default::default(),
+            features,
+            meter_watts: None,
+            cpus,
+            containers: vec![],
+        };
+        let two = estimate_node(&models, &node(Some(2.0)), IdleSplit::Processes).unwrap();
+        // 2 x 1 W idle + 1 busy CPU x 3 W.
+        assert!((two.watts - 5.0).abs() < 1e-12, "{}", two.watts);
+        assert!((two.idle_watts - 2.0).abs() < 1e-12);
+        let eight = estimate_node(&models, &node(Some(8.0)), IdleSplit::Processes).unwrap();
+        assert!((eight.watts - 11.0).abs() < 1e-12, "{}", eight.watts);
+        assert_eq!(
+            estimate_node(&models, &node(None), IdleSplit::Processes).unwrap_err(),
+            SkipReason::MissingFeature
+        );
+    }
 
     /// `as_str` indexes the contract's list by variant: one entry per variant, in its order.
     #[test]

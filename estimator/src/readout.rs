@@ -31,6 +31,9 @@ use crate::shard::Shard;
 pub const PROCESSES: &str = "processes";
 /// Value of the `feature` label carrying a node's power-meter reading (not a model feature).
 pub const METER_WATTS: &str = "meter_watts";
+/// Value of the `feature` label carrying a node's online CPUs, which profiles made from
+/// per-CPU figures scale with (not a model feature).
+pub const NODE_CPUS: &str = "node_cpus";
 
 /// Usage of one container (or of the `system` entry) at one tick.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +61,8 @@ pub struct NodeUsage {
     pub features: FeatureValues,
     /// The node's power-meter reading, where it has one.
     pub meter_watts: Option<f64>,
+    /// The node's online CPUs (`greenpipe_node_cpus`), where the exporter reported them.
+    pub cpus: Option<f64>,
     /// Containers seen on the node, in id order.
     pub containers: Vec<ContainerUsage>,
 }
@@ -146,10 +151,17 @@ impl QuerySet {
             ),
             METER_WATTS,
         );
+        let cpus = tagged(
+            &format!(
+                "max by (node) (last_over_time({}[{w}]))",
+                selector(n::CPUS, &[m])
+            ),
+            NODE_CPUS,
+        );
         let node = node_features
             .iter()
             .map(|f| tagged(&node_expr_matching(*f, &w, m), f.column()))
-            .chain(std::iter::once(meter))
+            .chain([meter, cpus])
             .collect::<Vec<_>>()
             .join(" or ");
         let container = container_features
@@ -192,6 +204,7 @@ struct NodeAcc<'a> {
     labels: BTreeMap<String, String>,
     features: Vec<Option<FeatureValues>>,
     meter: Vec<Option<f64>>,
+    cpus: Vec<Option<f64>>,
     // Keys borrow from the answer body: no allocation per series.
     containers: FastMap<(&'a str, &'a str), ContainerSlots>,
 }
@@ -233,11 +246,16 @@ pub fn assemble<'a>(
         };
         let tag = s.label(label::FEATURE);
         let entry = nodes.entry(name).or_default();
-        if tag == METER_WATTS {
-            entry.meter.resize(tick_count, None);
+        let per_tick = match tag {
+            METER_WATTS => Some(&mut entry.meter),
+            NODE_CPUS => Some(&mut entry.cpus),
+            _ => None,
+        };
+        if let Some(values) = per_tick {
+            values.resize(tick_count, None);
             for &(t, v) in &s.points {
                 if let Some(i) = slot(t) {
-                    entry.meter[i] = Some(v);
+                    values[i] = Some(v);
                 }
             }
             continue;
@@ -323,6 +341,7 @@ pub fn assemble<'a>(
                         labels: acc.labels.clone(),
                         features: node_features.unwrap_or_default(),
                         meter_watts: acc.meter.get(i).copied().flatten(),
+                        cpus: acc.cpus.get(i).copied().flatten(),
                         containers,
                     })
                 })
@@ -355,8 +374,9 @@ mod tests {
             &[],
             "",
         );
-        // Every feature plus the meter reading.
-        assert_eq!(q.node.matches(" or ").count(), Feature::ALL.len());
+        // Every feature plus the meter reading and the CPU count.
+        assert_eq!(q.node.matches(" or ").count(), Feature::ALL.len() + 1);
+        assert!(q.node.contains("greenpipe_node_cpus"));
         // Frequency is node-level only; processes are added.
         assert_eq!(q.container.matches(" or ").count(), Feature::ALL.len() - 1);
         assert!(q
@@ -401,6 +421,7 @@ mod tests {
             ),
             series(&[("node", "b"), ("feature", "unknown")], &[(2000, 3.0)]),
             series(&[("node", "a"), ("feature", "meter_watts")], &[(2000, 4.5)]),
+            series(&[("node", "b"), ("feature", "node_cpus")], &[(2000, 2.0)]),
         ];
         let container = vec![
             series(
@@ -439,6 +460,8 @@ mod tests {
         assert_eq!(t1, ["a", "b"]);
         assert_eq!(ticks[0].nodes[0].meter_watts, None);
         assert_eq!(ticks[1].nodes[0].meter_watts, Some(4.5));
+        assert_eq!(ticks[1].nodes[0].cpus, None);
+        assert_eq!(ticks[1].nodes[1].cpus, Some(2.0));
         assert_eq!(
             ticks[1].nodes[0].containers[0]
                 .features

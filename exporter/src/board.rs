@@ -11,10 +11,24 @@
 //! A board we know may still have no bundled profile (only rpi4, rpi5 and x86-server exist);
 //! then, as for a board we do not know, the pick falls back to [`FALLBACK_PROFILE`] and says so,
 //! so an operator sees which figures the predictions come from.
+//!
+//! A virtual machine's guest ([`hypervisor`]) is not a board: it gets a `vm` profile, per-vCPU
+//! figures for its processor family ([`cpu_family`]) scaled to the vCPUs it has, and x86 bare
+//! metal gets `x86-server`, scaled to its CPUs.
 
 use std::fmt;
 
 use crate::paths::Paths;
+
+pub mod cpu_family;
+pub mod hypervisor;
+
+use cpu_family::{cpuinfo_field, CpuFamily};
+use hypervisor::{GuestSignals, Hypervisor};
+
+/// Profile of a guest whose processor family has no figures of its own: the median of the
+/// families' per-vCPU figures.
+pub const VM_PROFILE: &str = "vm";
 
 /// Profile used when no bundled profile fits: `estimator/models/default.json`, the
 /// uncalibrated idle/full-load interpolation with a Raspberry Pi 4's published figures.
@@ -35,8 +49,10 @@ pub enum Board {
     JetsonOrinNano,
     /// Radxa ROCK 5A / 5B / 5B+ / 5T (RK3588/RK3588S, 4x A76 + 4x A55).
     Rock5,
-    /// An x86-64 machine (Intel or AMD vendor id in cpuinfo, no device tree).
+    /// An x86-64 machine (Intel or AMD vendor id in cpuinfo, no device tree) on bare metal.
     X86,
+    /// A virtual machine's guest, x86 or Arm.
+    VirtualMachine,
 }
 
 impl Board {
@@ -50,6 +66,7 @@ impl Board {
             Board::JetsonOrinNano => "jetson-orin-nano",
             Board::Rock5 => "rock5",
             Board::X86 => "x86",
+            Board::VirtualMachine => "vm",
         }
     }
 
@@ -60,6 +77,7 @@ impl Board {
             Board::RaspberryPi4 => Some("rpi4"),
             Board::RaspberryPi5 => Some("rpi5"),
             Board::X86 => Some("x86-server"),
+            Board::VirtualMachine => Some(VM_PROFILE),
             Board::RaspberryPi3
             | Board::RaspberryPiZero2W
             | Board::JetsonOrinNano
@@ -90,14 +108,6 @@ fn board_from_model(model: &str) -> Option<Board> {
         .map(|&(_, board)| board)
 }
 
-/// The value of a `Key : value` line of cpuinfo (first occurrence).
-fn cpuinfo_field<'a>(cpuinfo: &'a str, key: &str) -> Option<&'a str> {
-    cpuinfo.lines().find_map(|line| {
-        let (k, v) = line.split_once(':')?;
-        (k.trim() == key).then(|| v.trim())
-    })
-}
-
 /// What detection saw and concluded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Detection {
@@ -105,6 +115,10 @@ pub struct Detection {
     pub device_tree_model: Option<String>,
     /// The board recognised, if any.
     pub board: Option<Board>,
+    /// The hypervisor, where this machine is a guest.
+    pub hypervisor: Option<Hypervisor>,
+    /// The processor family, where it has per-vCPU figures.
+    pub cpu_family: Option<CpuFamily>,
     /// The profile picked: the board's own, or [`FALLBACK_PROFILE`].
     pub profile: &'static str,
 }
@@ -123,6 +137,20 @@ impl fmt::Display for Detection {
             None => "no device tree".to_string(),
         };
         match self.board {
+            Some(Board::VirtualMachine) => {
+                let hypervisor = self.hypervisor.unwrap_or(Hypervisor::Unknown);
+                let family = match self.cpu_family {
+                    Some(_) => "its processor family",
+                    None => "an unknown processor family (the median of the families)",
+                };
+                write!(
+                    f,
+                    "board vm (hypervisor {hypervisor}, {seen}); profile {} (uncalibrated: \
+                     per-vCPU figures for {family}, from Cloud Carbon Footprint's SPECpower \
+                     coefficients, scaled to this guest's vCPUs)",
+                    self.profile
+                )
+            }
             Some(b) if !self.is_fallback() => {
                 write!(f, "board {} ({seen}); profile {}", b.name(), self.profile)
             }
@@ -143,12 +171,15 @@ impl fmt::Display for Detection {
     }
 }
 
-/// Detects the board from the contents of the device tree's `model` and of `/proc/cpuinfo`
-/// (either may be absent).
-pub fn detect(device_tree_model: Option<&str>, cpuinfo: Option<&str>) -> Detection {
+/// Detects the board from the contents of the device tree's `model`, `/proc/cpuinfo` and what a
+/// guest reads of its hypervisor (any may be absent).
+pub fn detect(device_tree_model: Option<&str>, guest: &GuestSignals<'_>) -> Detection {
+    let cpuinfo = guest.cpuinfo;
     let model = device_tree_model
         .map(|m| m.trim_matches(|c: char| c == '\0' || c.is_whitespace()))
         .filter(|m| !m.is_empty());
+    let hypervisor = hypervisor::detect(guest);
+    let cpu_family = cpuinfo.and_then(cpu_family::detect);
     let board = model
         .and_then(board_from_model)
         .or_else(|| {
@@ -156,23 +187,31 @@ pub fn detect(device_tree_model: Option<&str>, cpuinfo: Option<&str>) -> Detecti
                 .and_then(|c| cpuinfo_field(c, "Model"))
                 .and_then(board_from_model)
         })
+        .or_else(|| hypervisor.map(|_| Board::VirtualMachine))
         .or_else(|| {
             // Only a machine without a device tree is taken for an x86 server by its vendor id.
             let vendor = cpuinfo.and_then(|c| cpuinfo_field(c, "vendor_id"))?;
             (model.is_none() && matches!(vendor, "GenuineIntel" | "AuthenticAMD" | "HygonGenuine"))
                 .then_some(Board::X86)
         });
+    let profile = match board {
+        Some(Board::VirtualMachine) => cpu_family.map_or(VM_PROFILE, CpuFamily::vm_profile),
+        _ => board
+            .and_then(Board::bundled_profile)
+            .unwrap_or(FALLBACK_PROFILE),
+    };
     Detection {
         device_tree_model: model.map(str::to_string),
         board,
-        profile: board
-            .and_then(Board::bundled_profile)
-            .unwrap_or(FALLBACK_PROFILE),
+        hypervisor,
+        cpu_family,
+        profile,
     }
 }
 
 /// Reads the device tree model (`<procfs>/device-tree/model`, else
-/// `<sysfs>/firmware/devicetree/base/model`) and `<procfs>/cpuinfo`, then [`detect`]s.
+/// `<sysfs>/firmware/devicetree/base/model`), `<procfs>/cpuinfo`, DMI's `sys_vendor` and
+/// `product_name` and `<sysfs>/hypervisor/type`, then [`detect`]s.
 /// A file that is absent counts as absent; one that exists and cannot be read is an error.
 pub fn detect_host(paths: &Paths) -> std::io::Result<Detection> {
     fn read_optional(path: &std::path::Path) -> std::io::Result<Option<String>> {
@@ -190,7 +229,23 @@ pub fn detect_host(paths: &Paths) -> std::io::Result<Detection> {
         None => read_optional(&paths.sys("firmware/devicetree/base/model"))?,
     };
     let cpuinfo = read_optional(&paths.proc("cpuinfo"))?;
-    Ok(detect(model.as_deref(), cpuinfo.as_deref()))
+    let sys_vendor = read_optional(&paths.sys("class/dmi/id/sys_vendor"))?;
+    let product_name = read_optional(&paths.sys("class/dmi/id/product_name"))?;
+    let hypervisor_type = read_optional(&paths.sys("hypervisor/type"))?;
+    // The CPU's own answer only where the host's /proc is this machine's (not a fixture tree).
+    let cpuid = (paths.procfs == std::path::Path::new("/proc"))
+        .then(hypervisor::cpuid_signature)
+        .flatten();
+    Ok(detect(
+        model.as_deref(),
+        &GuestSignals {
+            cpuinfo: cpuinfo.as_deref(),
+            dmi_sys_vendor: sys_vendor.as_deref(),
+            dmi_product_name: product_name.as_deref(),
+            hypervisor_type: hypervisor_type.as_deref(),
+            cpuid_signature: cpuid.as_deref(),
+        },
+    ))
 }
 
 #[cfg(test)]
@@ -215,7 +270,10 @@ mod tests {
     fn x86_vendor_is_ignored_when_a_device_tree_names_another_board() {
         let d = detect(
             Some("linux,dummy-virt"),
-            Some("vendor_id\t: GenuineIntel\n"),
+            &GuestSignals {
+                cpuinfo: Some("vendor_id\t: GenuineIntel\n"),
+                ..Default::default()
+            },
         );
         assert_eq!(d.board, None);
         assert_eq!(d.profile, FALLBACK_PROFILE);
@@ -223,7 +281,7 @@ mod tests {
 
     #[test]
     fn empty_device_tree_model_counts_as_absent() {
-        let d = detect(Some("\0"), None);
+        let d = detect(Some("\0"), &GuestSignals::default());
         assert_eq!(d.device_tree_model, None);
         assert_eq!(d.board, None);
         assert!(d.to_string().contains("no device tree"), "{d}");

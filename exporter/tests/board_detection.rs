@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-use greenpipe_exporter::board::{detect_host, Board, FALLBACK_PROFILE};
+use greenpipe_exporter::board::cpu_family::CpuFamily;
+use greenpipe_exporter::board::hypervisor::Hypervisor;
+use greenpipe_exporter::board::{detect_host, Board, FALLBACK_PROFILE, VM_PROFILE};
 use greenpipe_exporter::paths::Paths;
 
 fn fixture(name: &str) -> Paths {
@@ -39,6 +41,31 @@ fn each_board_gets_its_profile_or_the_named_fallback() {
         ("rock5b", Some(Board::Rock5), FALLBACK_PROFILE),
         ("qemu-virt", None, FALLBACK_PROFILE),
         ("x86-server", Some(Board::X86), "x86-server"),
+        ("aws-c5-metal", Some(Board::X86), "x86-server"),
+        (
+            "kvm-qemu-q35",
+            Some(Board::VirtualMachine),
+            "vm-cascade-lake",
+        ),
+        (
+            "aws-nitro-c5-large",
+            Some(Board::VirtualMachine),
+            "vm-cascade-lake",
+        ),
+        ("gce-n2d", Some(Board::VirtualMachine), "vm-epyc-gen2"),
+        (
+            "azure-hyper-v",
+            Some(Board::VirtualMachine),
+            "vm-cascade-lake",
+        ),
+        ("vmware-esxi", Some(Board::VirtualMachine), "vm-broadwell"),
+        ("xen-ec2-m4", Some(Board::VirtualMachine), "vm-broadwell"),
+        ("kvm-generic-cpu", Some(Board::VirtualMachine), VM_PROFILE),
+        (
+            "aws-graviton2",
+            Some(Board::VirtualMachine),
+            "vm-arm-neoverse",
+        ),
     ];
     for &(name, board, profile) in cases {
         let d = detect_host(&fixture(name)).unwrap();
@@ -48,9 +75,52 @@ fn each_board_gets_its_profile_or_the_named_fallback() {
 }
 
 #[test]
+fn guests_name_their_hypervisor_from_real_dmi_and_cpuinfo_strings() {
+    let cases: &[(&str, Option<Hypervisor>)] = &[
+        ("kvm-qemu-q35", Some(Hypervisor::Kvm)),
+        ("aws-nitro-c5-large", Some(Hypervisor::Kvm)),
+        ("gce-n2d", Some(Hypervisor::Kvm)),
+        ("azure-hyper-v", Some(Hypervisor::HyperV)),
+        ("vmware-esxi", Some(Hypervisor::Vmware)),
+        ("xen-ec2-m4", Some(Hypervisor::Xen)),
+        ("kvm-generic-cpu", Some(Hypervisor::Unknown)),
+        ("aws-graviton2", Some(Hypervisor::Kvm)),
+        ("aws-c5-metal", None),
+        ("x86-server", None),
+        ("rpi4b", None),
+    ];
+    for &(name, hypervisor) in cases {
+        let d = detect_host(&fixture(name)).unwrap();
+        assert_eq!(d.hypervisor, hypervisor, "{name}: {d}");
+    }
+    let line = detect_host(&fixture("azure-hyper-v")).unwrap().to_string();
+    assert!(
+        line.starts_with("board vm (hypervisor hyper-v, no device tree); profile vm-cascade-lake"),
+        "{line}"
+    );
+    let unknown = detect_host(&fixture("kvm-generic-cpu"))
+        .unwrap()
+        .to_string();
+    assert!(unknown.contains("hypervisor unknown"), "{unknown}");
+    assert!(unknown.contains("; profile vm (uncalibrated"), "{unknown}");
+}
+
+#[test]
 fn every_profile_picked_is_bundled() {
     let profiles = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../estimator/models");
-    for name in ["rpi4b", "rpi5b", "x86-server", "qemu-virt"] {
+    for family in CpuFamily::ALL {
+        let file = profiles
+            .join("profiles")
+            .join(format!("{}.json", family.vm_profile()));
+        assert!(file.is_file(), "{family:?}: no {}", file.display());
+    }
+    for name in [
+        "rpi4b",
+        "rpi5b",
+        "x86-server",
+        "qemu-virt",
+        "kvm-generic-cpu",
+    ] {
         let d = detect_host(&fixture(name)).unwrap();
         let file = if d.is_fallback() {
             profiles.join(format!("{}.json", d.profile))

@@ -120,6 +120,26 @@ fn quickstart_produces_predictions_and_leaves_nothing_running() {
             .contains("uncalibrated")),
         "the quick start predicts with a bundled uncalibrated profile: {node_power:?}"
     );
+    // The profile the exporter's board detection named (on a cloud VM: `vm` or `vm-<family>`,
+    // scaled to its vCPUs) is the one predicting.
+    let profile = output
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("quickstart: board ")?
+                .split("; profile ")
+                .nth(1)
+        })
+        .and_then(|rest| rest.split([' ', '(']).next())
+        .unwrap_or_else(|| panic!("no board line in the quick start's output:\n{output}"));
+    if profile != "default" {
+        let expected = format!("uncalibrated-{profile}");
+        assert!(
+            node_power
+                .iter()
+                .all(|s| s["metric"]["model"].as_str() == Some(expected.as_str())),
+            "board line names profile {profile}, predictions come from: {node_power:?}"
+        );
+    }
     assert!(
         !pod_power.is_empty(),
         "no container power for the demo pods:\n{output}"

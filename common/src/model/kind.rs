@@ -66,10 +66,16 @@ pub enum ModelKind {
     /// Utilisation interpolation for nodes never metered: `idle + (max - idle) * u`, where
     /// `u = cpu_seconds_per_second / cpus`, clamped to [0, 1]. Uses the raw (unscaled) CPU feature.
     UtilisationInterpolation {
-        /// Logical CPUs of the board.
+        /// Logical CPUs of the board (of the machine measured, when scaled to the node's CPUs).
         cpus: f64,
         /// Power at full load, watts.
         max_watts: f64,
+        /// Idle and full-load power are per `cpus` CPUs and scale with the CPUs of the node
+        /// predicted for ([`NodeModel::for_node_cpus`](super::NodeModel::for_node_cpus)): a
+        /// profile made from per-vCPU figures, or from a server with another CPU count. Absent:
+        /// the figures are the node's own.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        scale_to_node_cpus: bool,
     },
 }
 

@@ -24,6 +24,10 @@ pub use tree::{RegressionTree, TreeNode};
 use bounds::bounded;
 use scaling::{check_scaling, scale_inputs};
 
+/// What [`NodeModel::for_node_cpus`] calls the node's CPU count when it is missing (the
+/// exporter's `greenpipe_node_cpus`).
+pub const NODE_CPUS: &str = "node_cpus";
+
 /// The schema version this build reads and writes.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -280,7 +284,9 @@ impl NodeModel {
             )));
         }
         match &self.regressor {
-            ModelKind::UtilisationInterpolation { cpus, max_watts } => {
+            ModelKind::UtilisationInterpolation {
+                cpus, max_watts, ..
+            } => {
                 if cpus.is_nan() || *cpus <= 0.0 || *max_watts < self.idle_power_watts {
                     return Err(bad(format!(
                         "needs cpus > 0 and max_watts >= idle (cpus {cpus}, max {max_watts})"
@@ -303,12 +309,43 @@ impl NodeModel {
         out
     }
 
+    /// This model as it predicts for a node with `node_cpus` online CPUs: itself, unless it is a
+    /// utilisation interpolation scaled to the node's CPUs, whose idle and full-load power are
+    /// then multiplied by `node_cpus / cpus`. Such a model needs the node's CPU count: without a
+    /// finite, positive one it is refused rather than predicting for the machine it was made on.
+    pub fn for_node_cpus(
+        &self,
+        node_cpus: Option<f64>,
+    ) -> Result<std::borrow::Cow<'_, NodeModel>, ModelError> {
+        let ModelKind::UtilisationInterpolation {
+            cpus,
+            max_watts,
+            scale_to_node_cpus: true,
+        } = self.regressor
+        else {
+            return Ok(std::borrow::Cow::Borrowed(self));
+        };
+        let node_cpus = node_cpus
+            .filter(|n| n.is_finite() && *n > 0.0)
+            .ok_or(ModelError::MissingFeature(NODE_CPUS))?;
+        let scale = node_cpus / cpus;
+        let mut scaled = self.clone();
+        scaled.idle_power_watts *= scale;
+        scaled.regressor = ModelKind::UtilisationInterpolation {
+            cpus: node_cpus,
+            max_watts: max_watts * scale,
+            scale_to_node_cpus: false,
+        };
+        Ok(std::borrow::Cow::Owned(scaled))
+    }
+
     /// Standardised inputs in model order.
     pub fn scaled_inputs(&self, raw: &FeatureValues) -> Result<Vec<f64>, ModelError> {
         scale_inputs(&self.features, raw)
     }
 
-    /// Predicted node power in watts, never below zero, inside the power bounds.
+    /// Predicted node power in watts, never below zero, inside the power bounds. A model scaled
+    /// to the node's CPUs predicts only through [`NodeModel::for_node_cpus`].
     pub fn predict(&self, raw: &FeatureValues) -> Result<f64, ModelError> {
         Ok(self.predict_bounded(raw)?.0)
     }
@@ -316,7 +353,14 @@ impl NodeModel {
     /// As [`NodeModel::predict`], and whether the power bounds clamped the prediction.
     pub fn predict_bounded(&self, raw: &FeatureValues) -> Result<(f64, bool), ModelError> {
         let watts = match &self.regressor {
-            ModelKind::UtilisationInterpolation { cpus, max_watts } => {
+            // Figures for another machine's CPU count: only its instance for this node predicts.
+            ModelKind::UtilisationInterpolation {
+                scale_to_node_cpus: true,
+                ..
+            } => return Err(ModelError::MissingFeature(NODE_CPUS)),
+            ModelKind::UtilisationInterpolation {
+                cpus, max_watts, ..
+            } => {
                 let cpu = raw
                     .get(Feature::CpuSecondsPerSecond)
                     .filter(|v| v.is_finite())

@@ -13,6 +13,7 @@ fn interp() -> NodeModel {
         regressor: ModelKind::UtilisationInterpolation {
             cpus: 4.0,
             max_watts: 7.0,
+            scale_to_node_cpus: false,
         },
         idle_power_watts: 3.0,
         attribution_weights: vec![AttributionWeight {
@@ -38,6 +39,54 @@ fn interpolation_predicts_between_idle_and_max() {
     assert_eq!(m.predict(&x), Ok(7.0));
     x.set(Feature::CpuSecondsPerSecond, None);
     assert!(matches!(m.predict(&x), Err(ModelError::MissingFeature(_))));
+}
+
+#[test]
+fn an_interpolation_scaled_to_the_node_predicts_for_the_nodes_cpus_only() {
+    // Per-vCPU figures: 0.7 W idle and 4 W at full load for each CPU.
+    let mut m = interp();
+    m.idle_power_watts = 0.7;
+    m.regressor = ModelKind::UtilisationInterpolation {
+        cpus: 1.0,
+        max_watts: 4.0,
+        scale_to_node_cpus: true,
+    };
+    let text = ModelFile {
+        schema_version: SCHEMA_VERSION,
+        models: vec![m.clone()],
+    }
+    .to_json();
+    assert!(text.contains("\"scale_to_node_cpus\": true"), "{text}");
+    assert_eq!(ModelFile::from_json(&text).unwrap().models[0], m);
+    let mut x = FeatureValues::default();
+    x.set(Feature::CpuSecondsPerSecond, Some(1.0));
+    // Without the node's CPU count it does not predict for the machine it was made from.
+    assert_eq!(m.predict(&x), Err(ModelError::MissingFeature(NODE_CPUS)));
+    assert_eq!(
+        m.for_node_cpus(None).unwrap_err(),
+        ModelError::MissingFeature(NODE_CPUS)
+    );
+    assert!(m.for_node_cpus(Some(f64::NAN)).is_err());
+    assert!(m.for_node_cpus(Some(0.0)).is_err());
+    let two = m.for_node_cpus(Some(2.0)).unwrap();
+    assert!((two.idle_power_watts - 1.4).abs() < 1e-12);
+    // One CPU of two busy: idle 1.4 W + half of the 6.6 W dynamic range.
+    assert!((two.predict(&x).unwrap() - 4.7).abs() < 1e-12);
+    x.set(Feature::CpuSecondsPerSecond, Some(5.0));
+    assert!((two.predict(&x).unwrap() - 8.0).abs() < 1e-12);
+    // A model with its own figures is used as it is, whatever the node.
+    let own = interp();
+    assert!(matches!(
+        own.for_node_cpus(None).unwrap(),
+        std::borrow::Cow::Borrowed(_)
+    ));
+    // A file written before the field existed reads as unscaled.
+    let old = ModelFile {
+        schema_version: SCHEMA_VERSION,
+        models: vec![own.clone()],
+    }
+    .to_json();
+    assert!(!old.contains("scale_to_node_cpus"), "{old}");
 }
 
 #[test]
@@ -307,6 +356,7 @@ fn inconsistent_trained_kinds_are_refused() {
             members: vec![ModelKind::UtilisationInterpolation {
                 cpus: 1.0,
                 max_watts: 9.0,
+                scale_to_node_cpus: false,
             }],
         },
     ];

@@ -328,6 +328,7 @@ mod tests {
             labels: BTreeMap::new(),
             features,
             meter_watts: meter,
+            cpus: Some(4.0),
             containers: containers
                 .iter()
                 .map(|id| {

@@ -189,12 +189,15 @@ pub fn apply(model: &NodeModel, c: Affine) -> Option<NodeModel> {
     let mut out = model.clone();
     out.idle_power_watts = (c.offset_watts + c.gain * model.idle_power_watts).max(0.0);
     out.regressor = match &model.regressor {
-        ModelKind::UtilisationInterpolation { cpus, max_watts } => {
-            ModelKind::UtilisationInterpolation {
-                cpus: *cpus,
-                max_watts: (c.offset_watts + c.gain * max_watts).max(out.idle_power_watts),
-            }
-        }
+        ModelKind::UtilisationInterpolation {
+            cpus,
+            max_watts,
+            scale_to_node_cpus,
+        } => ModelKind::UtilisationInterpolation {
+            cpus: *cpus,
+            max_watts: (c.offset_watts + c.gain * max_watts).max(out.idle_power_watts),
+            scale_to_node_cpus: *scale_to_node_cpus,
+        },
         other => fold(other, c),
     };
     out.check().ok()?;
