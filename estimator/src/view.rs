@@ -1,5 +1,6 @@
 //! `view`: the quick start's live view of what the estimator writes to Prometheus — predicted node
-//! power split into idle and dynamic, the top containers with their idle and dynamic shares,
+//! power split into idle and dynamic, every container that fits the terminal (in an order that
+//! does not move as power changes; a line counts those left out) with its idle and dynamic shares,
 //! joules per inference of inference workloads, and one line saying how idle power is split.
 //!
 //! On a terminal each frame overwrites the previous one in place (cursor home, every line
@@ -64,9 +65,10 @@ pub struct ViewArgs {
     /// Stop after this many seconds (0: until interrupted).
     #[arg(long, default_value_t = 0)]
     pub duration: u64,
-    /// Containers shown.
-    #[arg(long, default_value_t = 5)]
-    pub top: usize,
+    /// Containers shown at most (default: every one the terminal has rows for; every one when
+    /// the output is not a terminal).
+    #[arg(long)]
+    pub top: Option<usize>,
     /// The estimator's `--idle-split`, for the line that explains it.
     #[arg(long, value_enum, default_value_t = IdleSplit::Processes)]
     pub idle_split: IdleSplit,
@@ -120,16 +122,92 @@ pub struct ContainerLine {
 pub struct Snapshot {
     /// Nodes, by name.
     pub nodes: Vec<NodeLine>,
-    /// Every container, largest total first.
+    /// Every container, in [`Snapshot::containers`]'s order.
     pub containers: Vec<ContainerLine>,
 }
 
-/// Renders one frame (no terminal control sequences).
+/// The terminal a frame is drawn on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Screen {
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub columns: usize,
+}
+
+/// Lines a terminal frame adds below the rendered one ("Ctrl-C stops everything." after a blank
+/// line) plus the line the cursor rests on, which must not scroll the frame.
+const FRAME_FOOTER_ROWS: usize = 3;
+
+/// The size of the terminal on stdout, where it is one.
+fn screen_size() -> Option<Screen> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the struct passed, which outlives the call.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_row > 0 && size.ws_col > 0).then_some(Screen {
+        rows: usize::from(size.ws_row),
+        columns: usize::from(size.ws_col),
+    })
+}
+
+/// A container's name in the view: its pod's display name, else the start of its id.
+fn display_name(ct: &ContainerLine, names: &BTreeMap<String, String>) -> String {
+    names
+        .get(&ct.pod_uid)
+        .cloned()
+        .unwrap_or_else(|| ct.container_id.chars().take(12).collect())
+}
+
+/// The view's order, which does not move from one frame to the next as power changes: `system`
+/// first, then containers by display name, pod UID and id.
+fn stable_order(containers: &mut [ContainerLine], names: &BTreeMap<String, String>) {
+    containers.sort_by_cached_key(|ct| {
+        (
+            ct.container_id != SYSTEM_CONTAINER,
+            display_name(ct, names),
+            ct.pod_uid.clone(),
+            ct.container_id.clone(),
+        )
+    });
+}
+
+/// `text` cut to `columns` characters, so a line never wraps and pushes the frame down.
+fn fit(text: &str, columns: usize) -> String {
+    text.chars().take(columns).collect()
+}
+
+/// `text` broken at spaces into lines of at most `columns` characters.
+fn wrap(text: &str, columns: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for word in text.split(' ') {
+        let last = lines.last_mut().expect("never empty");
+        let len = last.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > columns {
+            lines.push(word.to_string());
+        } else {
+            if len > 0 {
+                last.push(' ');
+            }
+            last.push_str(word);
+        }
+    }
+    lines.into_iter().map(|l| fit(&l, columns)).collect()
+}
+
+/// Renders one frame (no terminal control sequences). On a `screen`, no line is wider than it
+/// and the frame leaves [`FRAME_FOOTER_ROWS`] rows free: the containers that do not fit are
+/// counted on a line of their own instead.
 pub fn render(
     snapshot: &Snapshot,
     args: &ViewArgs,
     elapsed: Duration,
     names: &BTreeMap<String, String>,
+    screen: Option<Screen>,
 ) -> String {
     let mut out = String::new();
     let secs = elapsed.as_secs();
@@ -170,7 +248,25 @@ pub fn render(
             );
         }
     }
-    out.push_str("Top containers:\n");
+    out.push_str("Containers:\n");
+    // Rows left for container lines once everything else of the frame is counted.
+    let idle = (!snapshot.containers.is_empty()).then(|| idle_line(snapshot, args.idle_split));
+    let room = screen.map(|sc| {
+        let idle_rows = idle.as_ref().map_or(0, |l| wrap(l, sc.columns).len());
+        let used = out.lines().count() + 1 + idle_rows + FRAME_FOOTER_ROWS;
+        sc.rows.saturating_sub(used)
+    });
+    let total = snapshot.containers.len();
+    let cap = args.top.unwrap_or(usize::MAX);
+    let fits = room.unwrap_or(usize::MAX);
+    let shown = if total <= cap.min(fits) {
+        total
+    } else if cap < fits {
+        cap
+    } else {
+        // One row for the line that says how many are hidden.
+        fits.saturating_sub(1)
+    };
     if snapshot.containers.is_empty() {
         out.push_str("  (waiting for the first attribution)\n");
     } else {
@@ -179,11 +275,8 @@ pub fn render(
             "  {:<16} {:>9} {:>9} {:>9} {:>6} {:>10}   pod",
             "container", "total W", "idle W", "dynamic W", "procs", "J/infer"
         );
-        for ct in snapshot.containers.iter().take(args.top) {
-            let name = names
-                .get(&ct.pod_uid)
-                .cloned()
-                .unwrap_or_else(|| ct.container_id.chars().take(12).collect());
+        for ct in snapshot.containers.iter().take(shown) {
+            let name = display_name(ct, names);
             let pod = if ct.container_id == SYSTEM_CONTAINER {
                 "(host processes outside containers)".to_string()
             } else if ct.pod_uid.is_empty() {
@@ -206,18 +299,53 @@ pub fn render(
             );
         }
     }
+    if shown < total {
+        let hidden = total - shown;
+        let plural = if hidden == 1 { "" } else { "s" };
+        let why = if shown == cap {
+            format!("--top {cap}")
+        } else {
+            format!("{shown} of {total} fit this terminal")
+        };
+        let _ = writeln!(
+            out,
+            "  ... {hidden} more container{plural} not shown: {why}"
+        );
+    }
     // Before the first attribution there is no split to explain (and an empty sum is -0.0).
-    if !snapshot.containers.is_empty() {
-        out.push_str(&idle_line(snapshot, args.idle_split));
+    if let Some(idle) = idle {
+        out.push_str(&idle);
         out.push('\n');
     }
-    out
+    match screen {
+        None => out,
+        Some(sc) => out
+            .lines()
+            .flat_map(|l| {
+                if l.starts_with("Idle power") {
+                    wrap(l, sc.columns)
+                } else {
+                    vec![fit(l, sc.columns)]
+                }
+            })
+            .fold(String::new(), |mut acc, l| {
+                acc.push_str(&l);
+                acc.push('\n');
+                acc
+            }),
+    }
 }
 
 /// The one line that says how idle power is split, with the numbers of this frame.
 pub fn idle_line(snapshot: &Snapshot, split: IdleSplit) -> String {
     let idle: f64 = snapshot.nodes.iter().filter_map(|n| n.idle_watts).sum();
-    let procs: f64 = snapshot.containers.iter().filter_map(|c| c.processes).sum();
+    // `+ 0.0`: an empty f64 sum is -0.0, which printed as "0 of -0 processes".
+    let procs: f64 = snapshot
+        .containers
+        .iter()
+        .filter_map(|c| c.processes)
+        .sum::<f64>()
+        + 0.0;
     let system = snapshot
         .containers
         .iter()
@@ -376,9 +504,6 @@ pub async fn snapshot(client: &reqwest::Client, base: &str) -> Result<Snapshot, 
         }
     }
     snap.containers = by_id.into_values().collect();
-    snap.containers.sort_by(|a, b| {
-        (b.idle_watts + b.dynamic_watts).total_cmp(&(a.idle_watts + a.dynamic_watts))
-    });
     Ok(snap)
 }
 
@@ -412,10 +537,13 @@ pub fn run(args: ViewArgs) -> Result<(), ViewError> {
     let mut stdout = std::io::stdout();
     loop {
         let elapsed = started.elapsed();
-        let snap = runtime
+        let mut snap = runtime
             .block_on(snapshot(&client, &args.prometheus_url))
             .unwrap_or_default();
-        let frame = render(&snap, &args, elapsed, &names);
+        stable_order(&mut snap.containers, &names);
+        // Read each frame: the terminal may have been resized.
+        let screen = if tty { screen_size() } else { None };
+        let frame = render(&snap, &args, elapsed, &names, screen);
         if tty {
             let mut screen = String::from("\x1b[H");
             for line in frame.lines() {
@@ -447,7 +575,7 @@ mod tests {
             prometheus_url: "http://127.0.0.1:9".into(),
             interval: 1.0,
             duration: 60,
-            top: 5,
+            top: None,
             idle_split: IdleSplit::Processes,
             pod_names: vec![],
             load_seconds: 30,
@@ -483,7 +611,7 @@ mod tests {
             ],
         };
         let names = BTreeMap::from([("uid-1".to_string(), "cpu-burner".to_string())]);
-        let text = render(&snap, &args(), Duration::from_secs(12), &names);
+        let text = render(&snap, &args(), Duration::from_secs(12), &names, None);
         assert!(text.contains("(12s of 60s, demo load running)"), "{text}");
         assert!(text.contains("    95.00     83.00     12.00"), "{text}");
         assert!(
@@ -500,6 +628,7 @@ mod tests {
             &args(),
             Duration::from_secs(40),
             &names,
+            None,
         );
         assert!(
             waiting.contains("load finished")
@@ -509,6 +638,156 @@ mod tests {
         assert!(
             !waiting.contains("Idle power") && !waiting.contains("-0"),
             "{waiting}"
+        );
+    }
+
+    /// The quick start's demo: `system`, five pods and the gRPC server with its client.
+    fn demo() -> (Snapshot, BTreeMap<String, String>) {
+        let pods = [
+            "cpu-burner",
+            "memory-stream",
+            "disk-writer",
+            "infer-f32",
+            "infer-int8",
+            "infer-server",
+            "infer-client",
+        ];
+        let mut containers = vec![ContainerLine {
+            container_id: SYSTEM_CONTAINER.into(),
+            idle_watts: 1.0,
+            dynamic_watts: 0.1,
+            processes: Some(140.0),
+            ..Default::default()
+        }];
+        let mut names = BTreeMap::new();
+        for (i, pod) in pods.iter().enumerate() {
+            let uid = format!("7a3c9e10-0000-4000-8000-00000000000{i}");
+            names.insert(uid.clone(), pod.to_string());
+            containers.push(ContainerLine {
+                container_id: format!("{i}").repeat(64),
+                pod_uid: uid,
+                idle_watts: 0.01,
+                // Power in the reverse of the display order, so order by power would differ.
+                dynamic_watts: 0.2 * i as f64,
+                processes: Some(2.0),
+                joules_per_inference: pod.starts_with("infer").then_some(0.05),
+            });
+        }
+        let snap = Snapshot {
+            nodes: vec![NodeLine {
+                node: "my-host".into(),
+                model: "uncalibrated-vm".into(),
+                watts: 3.1,
+                idle_watts: Some(1.53),
+            }],
+            containers,
+        };
+        (snap, names)
+    }
+
+    #[test]
+    fn every_demo_container_fits_140_by_40_in_an_order_that_does_not_follow_power() {
+        let (mut snap, names) = demo();
+        snap.containers.reverse();
+        stable_order(&mut snap.containers, &names);
+        let screen = Screen {
+            rows: 40,
+            columns: 140,
+        };
+        let text = render(
+            &snap,
+            &args(),
+            Duration::from_secs(12),
+            &names,
+            Some(screen),
+        );
+        let rows: Vec<&str> = text.lines().collect();
+        assert!(rows.len() + FRAME_FOOTER_ROWS <= 40, "{text}");
+        assert!(rows.iter().all(|l| l.chars().count() <= 140), "{text}");
+        let order: Vec<&str> = rows
+            .iter()
+            .filter_map(|l| l.strip_prefix("  ")?.split_whitespace().next())
+            .filter(|n| *n == "system" || names.values().any(|v| v == n))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "system",
+                "cpu-burner",
+                "disk-writer",
+                "infer-client",
+                "infer-f32",
+                "infer-int8",
+                "infer-server",
+                "memory-stream"
+            ],
+            "{text}"
+        );
+        assert!(!text.contains("not shown"), "{text}");
+        // A frame later, with other power figures, the rows stay where they were.
+        snap.containers
+            .iter_mut()
+            .for_each(|c| c.dynamic_watts *= 3.0);
+        snap.containers.swap(1, 5);
+        stable_order(&mut snap.containers, &names);
+        let again = render(
+            &snap,
+            &args(),
+            Duration::from_secs(13),
+            &names,
+            Some(screen),
+        );
+        let names_at = |t: &str| -> Vec<String> {
+            t.lines()
+                .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+                .collect()
+        };
+        assert_eq!(names_at(&text), names_at(&again));
+    }
+
+    #[test]
+    fn at_80_by_24_lines_are_cut_to_the_width_and_hidden_containers_counted() {
+        let (mut snap, names) = demo();
+        stable_order(&mut snap.containers, &names);
+        let screen = Screen {
+            rows: 24,
+            columns: 80,
+        };
+        let text = render(
+            &snap,
+            &args(),
+            Duration::from_secs(12),
+            &names,
+            Some(screen),
+        );
+        assert!(text.lines().count() + FRAME_FOOTER_ROWS <= 24, "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+        // The idle line is wrapped, not cut: its end is still there.
+        assert!(text.contains("measured usage."), "{text}");
+        assert!(!text.contains("not shown"), "all eight fit 24 rows: {text}");
+        let small = Screen {
+            rows: 14,
+            columns: 80,
+        };
+        let text = render(&snap, &args(), Duration::from_secs(12), &names, Some(small));
+        assert!(text.lines().count() + FRAME_FOOTER_ROWS <= 14, "{text}");
+        let shown = text.lines().filter(|l| l.contains("  2 ")).count()
+            + usize::from(text.contains("  system "));
+        let hidden = 8 - shown;
+        assert!(hidden > 0, "{text}");
+        assert!(
+            text.contains(&format!("... {hidden} more container")),
+            "{text}"
+        );
+        // --top caps the rows whatever the room.
+        let top = ViewArgs {
+            top: Some(3),
+            ..args()
+        };
+        let text = render(&snap, &top, Duration::from_secs(12), &names, Some(screen));
+        assert!(
+            text.contains("... 5 more containers not shown: --top 3"),
+            "{text}"
         );
     }
 }

@@ -34,4 +34,5 @@ mod promql_live;
 mod quickstart;
 mod recalibration;
 mod remote_write_v2;
+mod view_tmux;
 mod web_tls;

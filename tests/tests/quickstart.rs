@@ -160,7 +160,7 @@ fn quickstart_produces_predictions_and_leaves_nothing_running() {
         "the Prometheus URL is printed:\n{output}"
     );
     assert!(
-        output.contains("Predicted node power:") && output.contains("Top containers:"),
+        output.contains("Predicted node power:") && output.contains("Containers:"),
         "live view missing:\n{output}"
     );
 
