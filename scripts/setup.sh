@@ -17,6 +17,7 @@ packages=(
   iproute2 procps curl jq python3 python3-venv
   openssl                         # test PKI for the estimator's TLS test
   fonts-dejavu-core               # text in the PNG plots of training and carbon backtest reports
+  tmux                            # a real terminal for the live view's test (tests/tests/view_tmux.rs)
 )
 missing=()
 for p in "${packages[@]}"; do
