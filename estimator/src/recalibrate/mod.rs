@@ -77,6 +77,11 @@ pub struct RecalibrateArgs {
     /// refuses refits that are broken, not ones that follow the machine.
     #[arg(long = "validation-margin", default_value_t = 10.0)]
     pub validation_margin: f64,
+    /// How much better (MAPE percentage points) on the held-out slice a refit must be. Without
+    /// it, a noisy unchanged meter got a refit accepted for 0.001 point (16.2133 to 16.2123 %),
+    /// a new version that is the old one plus noise.
+    #[arg(long = "min-improvement", default_value_t = 0.5)]
+    pub min_improvement: f64,
     /// The estimator's tick interval (the step of the extracted window).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub step: Duration,
@@ -180,6 +185,10 @@ pub fn run(args: RecalibrateArgs) -> Result<(), RecalibrateError> {
     ensure(args.held_out > 0.0 && args.held_out < 1.0, || {
         "--held-out must be in (0, 1)".to_string()
     })?;
+    ensure(
+        args.min_improvement >= 0.0 && args.min_improvement.is_finite(),
+        || "--min-improvement must be >= 0 points".to_string(),
+    )?;
     ensure((0.0..=1.0).contains(&args.min_coverage), || {
         "--min-coverage must be in [0, 1]".to_string()
     })?;
@@ -604,9 +613,11 @@ pub fn judge(
         ("validation_mape_percent_before".to_string(), val_before),
         ("validation_mape_percent_after".to_string(), val_after),
     ]);
-    if held_after >= held_before {
+    if held_after > held_before - args.min_improvement {
         Outcome::Rejected(format!(
-            "held-out MAPE {held_after:.2} % is not better than the current {held_before:.2} %"
+            "held-out MAPE {held_after:.4} % is not better than the current {held_before:.4} % \
+             by --min-improvement {} points",
+            args.min_improvement
         ))
     } else if val_after > val_before + args.validation_margin {
         Outcome::Rejected(format!(
