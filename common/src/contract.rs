@@ -392,6 +392,10 @@ families! {
         /// Gauge: runnable processes.
         PROCS_RUNNING = "greenpipe_node_procs_running", Gauge, unit "", labels [],
             help "Runnable processes (/proc/stat).";
+
+        /// Gauge, `board`, `hypervisor`, `cpu_family`, `profile`: always 1.
+        BOARD_INFO = "greenpipe_node_board_info", Gauge, unit "", labels [label::BOARD, label::HYPERVISOR, label::CPU_FAMILY, label::PROFILE],
+            help "What greenpipe-exporter board detected: the board (unknown if none), the hypervisor of a guest (none on bare metal), the processor family with per-vCPU figures (unknown if none) and the bundled uncalibrated profile that fits; always 1.";
     }
 
     /// Container-level resource metrics written by the exporter.

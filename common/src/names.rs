@@ -57,6 +57,14 @@ pub mod label {
     pub const OUTCOME: &str = "outcome";
     /// Name of an estimator query (`node_features`, `container_features`, ...).
     pub const QUERY: &str = "query";
+    /// The board detected (`greenpipe-exporter board`), `unknown` when none is recognised.
+    pub const BOARD: &str = "board";
+    /// The hypervisor of a guest, `none` on bare metal.
+    pub const HYPERVISOR: &str = "hypervisor";
+    /// The processor family that has per-vCPU figures, `unknown` otherwise.
+    pub const CPU_FAMILY: &str = "cpu_family";
+    /// The bundled uncalibrated profile that fits the board.
+    pub const PROFILE: &str = "profile";
 }
 
 /// Values of the `component` label on attributed power.

@@ -124,6 +124,25 @@ pub struct Detection {
 }
 
 impl Detection {
+    /// The labels of `greenpipe_node_board_info`, in the contract's order: board (`unknown`
+    /// when none is recognised), hypervisor (`none` on bare metal), processor family
+    /// (`unknown` when it has no per-vCPU figures) and profile.
+    pub fn labels(&self) -> [(&'static str, &'static str); 4] {
+        use greenpipe_common::names::label;
+        [
+            (label::BOARD, self.board.map_or("unknown", Board::name)),
+            (
+                label::HYPERVISOR,
+                self.hypervisor.map_or("none", Hypervisor::name),
+            ),
+            (
+                label::CPU_FAMILY,
+                self.cpu_family.map_or("unknown", CpuFamily::name),
+            ),
+            (label::PROFILE, self.profile),
+        ]
+    }
+
     /// Whether the profile is the fallback rather than one made for this board.
     pub fn is_fallback(&self) -> bool {
         self.profile == FALLBACK_PROFILE

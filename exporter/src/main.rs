@@ -4,11 +4,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
+use greenpipe_common::contract;
 use greenpipe_exporter::config::{Command, Config, ConfigError};
 use greenpipe_exporter::push::Push;
 use greenpipe_exporter::sampler::{Published, Sampler};
 use greenpipe_exporter::{board, http, meter};
-use tracing::{info, warn};
+use tracing::info;
 
 fn main() {
     if let Err(err) = run() {
@@ -40,7 +41,15 @@ fn run() -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Board) => {
-            println!("{}", board::detect_host(&config.paths)?);
+            // The line for people, then the series the exporter exports, for selectors.
+            let detection = board::detect_host(&config.paths)?;
+            let labels = detection.labels().map(|(k, v)| format!("{k}=\"{v}\""));
+            println!("{detection}");
+            println!(
+                "{}{{{}}} 1",
+                contract::node::BOARD_INFO.name,
+                labels.join(",")
+            );
             Ok(())
         }
     }
@@ -52,16 +61,8 @@ fn serve(config: Config) -> anyhow::Result<()> {
     // Read before anything starts: a bad web config or certificate is a start-up error.
     let web = greenpipe_web::load(config.web_config_file.as_deref())?;
     info!(node = %config.node_name, collectors = ?config.collectors, interval = ?config.interval, "starting");
-    // Which bundled profile fits this board, so the operator sees it (and a fallback) at start.
-    match board::detect_host(&config.paths) {
-        Ok(d) if d.is_fallback() => {
-            warn!(board = ?d.board.map(|b| b.name()), profile = d.profile, "{d}")
-        }
-        Ok(d) => info!(board = ?d.board.map(|b| b.name()), profile = d.profile, "{d}"),
-        Err(e) => warn!(error = %e, "board detection failed"),
-    }
     let mut sampler = Sampler::new(config)?;
-    // Two worker threads are plenty for scrapes and pushes and keep the footprint small on a Pi.
+    // One worker thread is plenty for scrapes and pushes and keeps the footprint small on a Pi.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

@@ -8,6 +8,7 @@ use greenpipe_common::contract;
 use greenpipe_common::names::label;
 use tracing::{info, warn};
 
+use crate::board;
 use crate::collector::{self, CollectError, Collector, Report};
 use crate::config::Config;
 use crate::metrics::MetricSet;
@@ -43,6 +44,8 @@ pub struct Sampler {
     cycles: u64,
     last_cycle: Duration,
     push: Option<push::Handle>,
+    /// `greenpipe_node_board_info`'s labels; None when detection could not read its files.
+    board: Option<[(&'static str, &'static str); 4]>,
 }
 
 /// A collector enabled on the command line or in the file that cannot run here.
@@ -59,6 +62,22 @@ impl Sampler {
     /// Builds every enabled collector. A collector the user enabled explicitly that cannot be
     /// built is an error; a default one is reported unavailable and the exporter goes on.
     pub fn new(config: Config) -> Result<Sampler, BuildError> {
+        // Which bundled profile fits this board, so the operator sees it (and a fallback) at
+        // start, and the estimator's model selectors can match on it.
+        let board = match board::detect_host(&config.paths) {
+            Ok(d) => {
+                if d.is_fallback() {
+                    warn!(board = ?d.board.map(|b| b.name()), profile = d.profile, "{d}");
+                } else {
+                    info!(board = ?d.board.map(|b| b.name()), profile = d.profile, "{d}");
+                }
+                Some(d.labels())
+            }
+            Err(e) => {
+                warn!(error = %e, "board detection failed; greenpipe_node_board_info is left out");
+                None
+            }
+        };
         let mut slots = Vec::new();
         for name in &config.collectors {
             let spec = collector::spec(name).expect("config only holds registry names");
@@ -90,6 +109,7 @@ impl Sampler {
             cycles: 0,
             last_cycle: Duration::ZERO,
             push: None,
+            board,
         })
     }
 
@@ -158,6 +178,9 @@ impl Sampler {
             &[(label::VERSION, env!("CARGO_PKG_VERSION"))],
             1.0,
         );
+        if let Some(labels) = &self.board {
+            out.push(&contract::node::BOARD_INFO, labels, 1.0);
+        }
         for slot in &self.slots {
             let c = [(label::COLLECTOR, slot.name)];
             out.push(

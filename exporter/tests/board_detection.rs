@@ -171,3 +171,29 @@ fn an_unreadable_model_file_is_an_error_naming_it() {
     let err = detect_host(&paths).unwrap_err().to_string();
     assert!(err.contains("device-tree/model"), "{err}");
 }
+
+#[test]
+fn board_info_labels_name_the_hypervisor_and_what_is_missing() {
+    let label_values = |name: &str| {
+        detect_host(&fixture(name))
+            .unwrap()
+            .labels()
+            .map(|(_, v)| v)
+    };
+    assert_eq!(
+        label_values("azure-hyper-v"),
+        ["vm", "hyper-v", "cascade-lake", "vm-cascade-lake"]
+    );
+    assert_eq!(
+        label_values("kvm-generic-cpu"),
+        ["vm", "unknown", "unknown", VM_PROFILE]
+    );
+    assert_eq!(
+        label_values("aws-c5-metal"),
+        ["x86", "none", "cascade-lake", "x86-server"]
+    );
+    assert_eq!(
+        label_values("qemu-virt"),
+        ["unknown", "none", "unknown", FALLBACK_PROFILE]
+    );
+}

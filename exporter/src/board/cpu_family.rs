@@ -54,6 +54,12 @@ impl CpuFamily {
         }
     }
 
+    /// Its name in labels: the profile's without `vm-` (`cascade-lake`, `epyc-gen3`).
+    pub fn name(self) -> &'static str {
+        let profile = self.vm_profile();
+        &profile["vm-".len()..]
+    }
+
     /// Every family, for checks that each has its profile.
     pub const ALL: [CpuFamily; 17] = [
         CpuFamily::SandyBridge,
