@@ -30,7 +30,13 @@ if ((${#missing[@]})); then
   fi
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  # A mirror mid-sync answers with an index of the wrong size for a minute (2026-12-05:
+  # bookworm-security armhf): retry, then install from whatever indices are there.
+  for try in 1 2 3; do
+    apt-get update -qq && break
+    echo "setup: apt-get update failed (try $try of 3)" >&2
+    sleep 20
+  done
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # Debian's packages start their own services where systemd runs; ours use private instances on
