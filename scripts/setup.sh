@@ -30,7 +30,7 @@ if ((${#missing[@]})); then
   fi
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  # A mirror mid-sync answers with an index of the wrong size for a minute (2026-12-05:
+  # A mirror mid-sync can serve an index of the wrong size (2026-12-05, longer than these tries:
   # bookworm-security armhf): retry, then install from whatever indices are there.
   for try in 1 2 3; do
     apt-get update -qq && break

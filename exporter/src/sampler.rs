@@ -63,7 +63,7 @@ impl Sampler {
     /// built is an error; a default one is reported unavailable and the exporter goes on.
     pub fn new(config: Config) -> Result<Sampler, BuildError> {
         // Which bundled profile fits this board, so the operator sees it (and a fallback) at
-        // start, and the estimator's model selectors can match on it.
+        // start, and queries and dashboards can join on greenpipe_node_board_info.
         let board = match board::detect_host(&config.paths) {
             Ok(d) => {
                 if d.is_fallback() {
