@@ -19,15 +19,14 @@ use greenpipe_common::features::Feature;
 use greenpipe_common::model::ModelFile;
 use greenpipe_estimator::attribution::IdleSplit;
 use greenpipe_estimator::energy::Ledger;
-use greenpipe_estimator::estimate::{
-    estimate_tick, tick_series, ticks_series, write_tick, write_ticks,
-};
+use greenpipe_estimator::estimate::estimate_tick;
 use greenpipe_estimator::promql::decode_matrix;
 use greenpipe_estimator::readout::{assemble, PROCESSES};
 use greenpipe_estimator::remote_write::wire::encode_request;
 use greenpipe_estimator::remote_write::{
     batches, decode, encode, sample_count, BatchLimits, BatchWriter, EncodedBatch, Label, Sample,
 };
+use greenpipe_estimator::series::{tick_series, ticks_series, write_tick, write_ticks};
 use greenpipe_estimator::shard::Shard;
 
 const T_MS: i64 = 1_790_000_000_000;

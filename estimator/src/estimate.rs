@@ -6,10 +6,6 @@ use greenpipe_common::model::{ModelFile, NodeModel};
 use crate::attribution::{attribute, IdleSplit, Share};
 use crate::readout::{NodeUsage, Tick};
 
-mod layout;
-
-pub use layout::{marker_series, tick_series, ticks_series, write_tick, write_ticks};
-
 /// Why a node got no estimate at a tick (the `reason` label of the skip counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SkipReason {

@@ -18,6 +18,7 @@ pub mod promql;
 pub mod readout;
 pub mod recalibrate;
 pub mod remote_write;
+pub mod series;
 pub mod serve;
 pub mod shard;
 pub mod telemetry;

@@ -120,7 +120,7 @@ fn mapping(metric: &str) -> Option<Mapping> {
     })
 }
 
-/// The OTLP request for `series` (as [`crate::estimate::layout::ticks_series`] builds them):
+/// The OTLP request for `series` (as [`crate::series::ticks_series`] builds them):
 /// one resource per node, the metrics of [`mapping`], every sample a point. Other series are
 /// left out.
 pub fn request(series: &[TimeSeries]) -> ExportMetricsServiceRequest {

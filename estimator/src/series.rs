@@ -9,9 +9,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use greenpipe_common::names::{component, estimate, label};
 
-use super::{NodeEstimate, TickEstimates};
 use crate::attribution::Share;
 use crate::energy::{NodeEnergy, TickEnergy};
+use crate::estimate::{NodeEstimate, TickEstimates};
 use crate::remote_write::{BatchWriter, Label, LabelTail, Sample, TimeSeries};
 
 type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
@@ -358,7 +358,7 @@ mod tests {
 
     #[test]
     fn several_ticks_carry_each_label_set_once_with_every_sample_of_one_tick_at_a_time() {
-        let models = ModelFile::from_json(include_str!("../../models/default.json")).unwrap();
+        let models = ModelFile::from_json(include_str!("../models/default.json")).unwrap();
         // Container b leaves after tick 1, c arrives at tick 2, node n2 is skipped at tick 1
         // (no features), n1's meter reads at ticks 0 (0 W: no ratio) and 2 only.
         let mut skipped = usage("n2", &[], 1.0, None);
@@ -510,7 +510,7 @@ mod tests {
 
     #[test]
     fn written_series_are_declared_in_the_contract() {
-        let models = ModelFile::from_json(include_str!("../../models/default.json")).unwrap();
+        let models = ModelFile::from_json(include_str!("../models/default.json")).unwrap();
         let tick = Tick {
             timestamp_ms: 5_000,
             nodes: vec![
@@ -533,7 +533,7 @@ mod tests {
 
     #[test]
     fn one_tick_is_laid_out_as_before() {
-        let models = ModelFile::from_json(include_str!("../../models/default.json")).unwrap();
+        let models = ModelFile::from_json(include_str!("../models/default.json")).unwrap();
         let tick = Tick {
             timestamp_ms: 5_000,
             nodes: vec![usage("n1", &["a", "b"], 1.0, Some(4.0))],
