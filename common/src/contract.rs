@@ -111,19 +111,61 @@ pub static ENUMERATED: &[EnumeratedLabel] = &[
     EnumeratedLabel {
         key: label::REASON,
         family: Some(meter::names::READ_ERRORS_TOTAL),
-        values: &reason::METER_READ,
+        values: reason::MeterRead::VALUES,
     },
     EnumeratedLabel {
         key: label::REASON,
         family: Some(exporter::names::PUSH_SAMPLES_DROPPED_TOTAL),
-        values: &reason::PUSH_DROPPED,
+        values: reason::PushDropped::VALUES,
     },
     EnumeratedLabel {
         key: label::REASON,
         family: Some(estimator::names::NODES_SKIPPED_TOTAL),
-        values: &reason::NODE_SKIPPED,
+        values: reason::NodeSkipped::VALUES,
+    },
+    EnumeratedLabel {
+        key: label::OUTCOME,
+        family: Some(estimator::names::MODEL_RELOADS_TOTAL),
+        values: &outcome::MODEL_RELOAD,
+    },
+    EnumeratedLabel {
+        key: label::OUTCOME,
+        family: Some(recalibrate::names::REFITS_TOTAL),
+        values: &outcome::REFIT,
+    },
+    EnumeratedLabel {
+        key: label::OUTCOME,
+        family: Some(recalibrate::names::CHECKS_TOTAL),
+        values: &outcome::CHECK,
     },
 ];
+
+/// Values of the `outcome` label. Where the set is closed its family's list is here; the
+/// request counters' outcomes are open (`http_<status>`), and take [`outcome::OK`] and
+/// [`outcome::ERROR`] from here beside the status.
+pub mod outcome {
+    /// A request or check that succeeded.
+    pub const OK: &str = "ok";
+    /// A request or check that failed in a way with no more specific outcome.
+    pub const ERROR: &str = "error";
+    /// A changed model set put in force.
+    pub const APPLIED: &str = "applied";
+    /// A changed model set refused (the set in force stays).
+    pub const REFUSED: &str = "refused";
+    /// A refit written as a new version.
+    pub const ACCEPTED: &str = "accepted";
+    /// A refit judged and refused.
+    pub const REJECTED: &str = "rejected";
+    /// A refit that could not be judged.
+    pub const FAILED: &str = "failed";
+
+    /// `estimator_model_reloads_total`.
+    pub const MODEL_RELOAD: [&str; 2] = [APPLIED, REFUSED];
+    /// `recalibrate_refits_total`.
+    pub const REFIT: [&str; 3] = [ACCEPTED, REJECTED, FAILED];
+    /// `recalibrate_checks_total`.
+    pub const CHECK: [&str; 2] = [OK, ERROR];
+}
 
 /// Values of the `state` label of `node_memory_bytes`: `/proc/meminfo` fields by their
 /// exported name, then `used` (total - available).
@@ -145,38 +187,89 @@ pub mod memory_state {
     ];
 }
 
+/// An enum whose variants are a label's closed set of values: each variant declares its value,
+/// so the enum and the list the docs and checks read cannot drift apart.
+macro_rules! label_values {
+    ($(#[$m:meta])* pub enum $name:ident {
+        $($(#[$vm:meta])* $variant:ident = $value:literal,)+
+    }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name {
+            $($(#[$vm])* $variant,)+
+        }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+            /// Every label value, in declaration order.
+            pub const VALUES: &'static [&'static str] = &[$($value,)+];
+
+            /// The label value.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $value,)+
+                }
+            }
+        }
+    };
+}
+
 /// Values of the `reason` label, on the families where it is a closed set.
 pub mod reason {
-    /// Why a power meter read failed (`meter_read_errors_total`).
-    pub const METER_READ: [&str; 8] = [
-        "unplugged",
-        "timeout",
-        "short_frame",
-        "corrupt_frame",
-        "wrong_model",
-        "http_status",
-        "bad_response",
-        "io",
-    ];
+    label_values! {
+        /// Why a power meter read failed (`meter_read_errors_total`).
+        pub enum MeterRead {
+            /// Device absent, unplugged, or the link went away (open/read/write failed).
+            Unplugged = "unplugged",
+            /// No (complete) answer within the timeout.
+            Timeout = "timeout",
+            /// Fewer bytes than a whole frame.
+            ShortFrame = "short_frame",
+            /// A whole frame with a bad end marker or checksum.
+            CorruptFrame = "corrupt_frame",
+            /// A frame from another model than configured.
+            WrongModel = "wrong_model",
+            /// HTTP status other than 200.
+            HttpStatus = "http_status",
+            /// Answer that does not parse or lacks the expected fields.
+            BadResponse = "bad_response",
+            /// Other I/O error (sysfs read, permission).
+            Io = "io",
+        }
+    }
 
-    /// Why pushed samples were dropped unsent (`exporter_push_samples_dropped_total`), in the
-    /// order of the exporter's `push::buffer::DropReason`.
-    pub const PUSH_DROPPED: [&str; 6] = [
-        "max_age",
-        "max_bytes",
-        "rejected",
-        "corrupt",
-        "queue_full",
-        "write_error",
-    ];
+    label_values! {
+        /// Why pushed samples were dropped unsent (`exporter_push_samples_dropped_total`).
+        pub enum PushDropped {
+            /// Older than `--push.buffer.max-age`.
+            MaxAge = "max_age",
+            /// The buffer was over `--push.buffer.max-bytes`.
+            MaxBytes = "max_bytes",
+            /// The receiver refused the request with a status other than 429 or 5xx.
+            Rejected = "rejected",
+            /// The segment file did not decode.
+            Corrupt = "corrupt",
+            /// The writer was behind by more ticks than its queue holds.
+            QueueFull = "queue_full",
+            /// The segment file could not be written (disk full, I/O error).
+            WriteError = "write_error",
+        }
+    }
 
-    /// Why the estimator skipped a node at a tick (`estimator_nodes_skipped_total`).
-    pub const NODE_SKIPPED: [&str; 4] = [
-        "no_model",
-        "missing_feature",
-        "non_finite_feature",
-        "model_error",
-    ];
+    label_values! {
+        /// Why the estimator skipped a node at a tick (`estimator_nodes_skipped_total`).
+        pub enum NodeSkipped {
+            /// No model matches the node and the file has no default.
+            NoModel = "no_model",
+            /// A feature the model needs was not read.
+            MissingFeature = "missing_feature",
+            /// A feature the model needs is NaN or infinite.
+            NonFiniteFeature = "non_finite_feature",
+            /// The model refused the input or predicted a non-finite value.
+            ModelError = "model_error",
+        }
+    }
 }
 
 /// Values of the `direction` label.

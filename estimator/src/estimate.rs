@@ -6,33 +6,9 @@ use greenpipe_common::model::{ModelFile, NodeModel};
 use crate::attribution::{attribute, IdleSplit, Share};
 use crate::readout::{NodeUsage, Tick};
 
-/// Why a node got no estimate at a tick (the `reason` label of the skip counter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SkipReason {
-    /// No model matches the node and the file has no default.
-    NoModel,
-    /// A feature the model needs was not read.
-    MissingFeature,
-    /// A feature the model needs is NaN or infinite.
-    NonFiniteFeature,
-    /// The model refused the input or predicted a non-finite value.
-    ModelError,
-}
-
-impl SkipReason {
-    /// Every reason, in the contract's order.
-    pub const ALL: [SkipReason; 4] = [
-        SkipReason::NoModel,
-        SkipReason::MissingFeature,
-        SkipReason::NonFiniteFeature,
-        SkipReason::ModelError,
-    ];
-
-    /// The label value, declared in the contract (`greenpipe_common::contract::reason`).
-    pub fn as_str(self) -> &'static str {
-        greenpipe_common::contract::reason::NODE_SKIPPED[self as usize]
-    }
-}
+/// Why a node got no estimate at a tick (the `reason` label of the skip counter), declared with
+/// its label values in the contract.
+pub use greenpipe_common::contract::reason::NodeSkipped as SkipReason;
 
 /// A node's estimate at one tick.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,16 +131,5 @@ mod tests {
             estimate_node(&models, &node(None), IdleSplit::Processes).unwrap_err(),
             SkipReason::MissingFeature
         );
-    }
-
-    /// `as_str` indexes the contract's list by variant: one entry per variant, in its order.
-    #[test]
-    fn every_skip_reason_is_its_own_contract_value() {
-        let values = SkipReason::ALL.map(SkipReason::as_str);
-        assert_eq!(values, greenpipe_common::contract::reason::NODE_SKIPPED);
-        assert!(SkipReason::ALL
-            .iter()
-            .enumerate()
-            .all(|(i, r)| *r as usize == i));
     }
 }

@@ -113,7 +113,7 @@ impl Telemetry {
         let model_reloads = counter_vec(&c::MODEL_RELOADS_TOTAL);
         // Both outcomes exist from the start, so increase() over them is 0 rather than empty
         // until the first reload.
-        for outcome in ["applied", "refused"] {
+        for outcome in greenpipe_common::contract::outcome::MODEL_RELOAD {
             model_reloads.with_label_values(&[outcome]);
         }
         Telemetry {

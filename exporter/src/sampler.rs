@@ -285,10 +285,10 @@ impl Sampler {
 fn push_metrics(out: &mut MetricSet, stats: &push::buffer::Stats) {
     use contract::exporter as e;
     out.push(&e::PUSH_SAMPLES_SENT_TOTAL, &[], stats.sent as f64);
-    for reason in push::buffer::DropReason::ALL {
+    for &reason in push::buffer::DropReason::ALL {
         out.push(
             &e::PUSH_SAMPLES_DROPPED_TOTAL,
-            &[(label::REASON, reason.label())],
+            &[(label::REASON, reason.as_str())],
             stats.dropped[reason as usize] as f64,
         );
     }

@@ -299,7 +299,7 @@ fn every_sample_arrives_after_a_300_tick_cut() {
     assert!(widest < 2_000, "a step of {widest} ms between ticks");
     assert_eq!(stored.labels["job"], "greenpipe-exporter");
     assert_eq!(stored.labels["instance"], node);
-    for reason in greenpipe_common::contract::reason::PUSH_DROPPED {
+    for reason in greenpipe_common::contract::reason::PushDropped::VALUES {
         assert_eq!(
             pusher.metric(
                 exporter::PUSH_SAMPLES_DROPPED_TOTAL,

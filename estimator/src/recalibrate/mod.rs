@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use greenpipe_common::contract::outcome;
 use greenpipe_common::model::{ModelFile, NodeModel, Recalibration};
 use greenpipe_common::trace::TraceRow;
 use tracing::{info, warn};
@@ -335,7 +336,11 @@ impl Recalibrator {
         let result = self.check_inner().await;
         self.telemetry
             .checks
-            .with_label_values(&[if result.is_ok() { "ok" } else { "error" }])
+            .with_label_values(&[if result.is_ok() {
+                outcome::OK
+            } else {
+                outcome::ERROR
+            }])
             .inc();
         result
     }

@@ -10,6 +10,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
+use greenpipe_common::contract::outcome;
 use greenpipe_common::contract::recalibrate as c;
 use greenpipe_common::model::NodeModel;
 use greenpipe_common::names::label;
@@ -93,7 +94,7 @@ impl RefitReport {
             fit_samples: 0,
             held_out_samples: 0,
             scores: BTreeMap::new(),
-            outcome: "failed",
+            outcome: outcome::FAILED,
             reason: None,
             new_label: None,
             written: None,
@@ -110,9 +111,9 @@ impl RefitReport {
         self.offset_watts = self.correction.map(|c| c.offset_watts);
         self.gain = self.correction.map(|c| c.gain);
         let (name, reason) = match outcome {
-            Outcome::Accepted(_) => ("accepted", None),
-            Outcome::Rejected(r) => ("rejected", Some(r.clone())),
-            Outcome::Failed(r) => ("failed", Some(r.clone())),
+            Outcome::Accepted(_) => (outcome::ACCEPTED, None),
+            Outcome::Rejected(r) => (outcome::REJECTED, Some(r.clone())),
+            Outcome::Failed(r) => (outcome::FAILED, Some(r.clone())),
         };
         self.outcome = name;
         self.reason = reason;

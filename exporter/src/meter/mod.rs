@@ -255,46 +255,9 @@ pub struct Reading {
     pub energy: Option<DeviceEnergy>,
 }
 
-/// Why a read failed; the value of the `reason` label of `greenpipe_meter_read_errors_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Reason {
-    /// Device absent, unplugged, or the link went away (open/read/write failed).
-    Unplugged,
-    /// No (complete) answer within the timeout.
-    Timeout,
-    /// Fewer bytes than a whole frame.
-    ShortFrame,
-    /// A whole frame with a bad end marker or checksum.
-    CorruptFrame,
-    /// A frame from another model than configured.
-    WrongModel,
-    /// HTTP status other than 200.
-    HttpStatus,
-    /// Answer that does not parse or lacks the expected fields.
-    BadResponse,
-    /// Other I/O error (sysfs read, permission).
-    Io,
-}
-
-impl Reason {
-    /// Every reason, for pre-declaring the error counter at zero.
-    pub const ALL: [Reason; 8] = [
-        Reason::Unplugged,
-        Reason::Timeout,
-        Reason::ShortFrame,
-        Reason::CorruptFrame,
-        Reason::WrongModel,
-        Reason::HttpStatus,
-        Reason::BadResponse,
-        Reason::Io,
-    ];
-
-    /// Label value: the contract's list of meter read reasons, in the order of [`Reason::ALL`]
-    /// (a test keeps the two orders equal).
-    pub fn as_str(self) -> &'static str {
-        greenpipe_common::contract::reason::METER_READ[self as usize]
-    }
-}
+/// Why a read failed; the value of the `reason` label of `greenpipe_meter_read_errors_total`,
+/// declared with its label values in the contract.
+pub use greenpipe_common::contract::reason::MeterRead as Reason;
 
 /// A failed read: a reason for the metric and a message for the log.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -514,17 +477,6 @@ pub fn report(paths: &Paths, timeout: Duration, meters: &[MeterSpec]) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `as_str` indexes the contract's list by variant: one entry per variant, in its order.
-    #[test]
-    fn every_reason_is_its_own_contract_value() {
-        let values = Reason::ALL.map(Reason::as_str);
-        assert_eq!(values, greenpipe_common::contract::reason::METER_READ);
-        assert!(Reason::ALL
-            .iter()
-            .enumerate()
-            .all(|(i, r)| *r as usize == i));
-    }
 
     #[test]
     fn parses_specs_with_colons_in_target() {

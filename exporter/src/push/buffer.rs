@@ -27,39 +27,9 @@ use tracing::{info, warn};
 
 use super::options::BufferLimits;
 
-/// Why samples left the buffer unsent (`reason` of the dropped-samples counter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DropReason {
-    /// Older than `--push.buffer.max-age`.
-    MaxAge,
-    /// The buffer was over `--push.buffer.max-bytes`.
-    MaxBytes,
-    /// The receiver refused the request with a status other than 429 or 5xx.
-    Rejected,
-    /// The segment file did not decode.
-    Corrupt,
-    /// The writer was behind by more ticks than its queue holds.
-    QueueFull,
-    /// The segment file could not be written (disk full, I/O error).
-    WriteError,
-}
-
-impl DropReason {
-    /// Every reason, in the order of [`DropReason::label`]'s contract values.
-    pub const ALL: [DropReason; 6] = [
-        DropReason::MaxAge,
-        DropReason::MaxBytes,
-        DropReason::Rejected,
-        DropReason::Corrupt,
-        DropReason::QueueFull,
-        DropReason::WriteError,
-    ];
-
-    /// The label value.
-    pub fn label(self) -> &'static str {
-        greenpipe_common::contract::reason::PUSH_DROPPED[self as usize]
-    }
-}
+/// Why samples left the buffer unsent (`reason` of the dropped-samples counter), declared with
+/// its label values in the contract.
+pub use greenpipe_common::contract::reason::PushDropped as DropReason;
 
 /// One segment file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -308,7 +278,7 @@ impl Buffer {
             } else {
                 break;
             };
-            warn!(file = %self.path(&seg).display(), samples = seg.samples, reason = reason.label(),
+            warn!(file = %self.path(&seg).display(), samples = seg.samples, reason = reason.as_str(),
                 "dropping unsent push samples");
             self.remove(i);
             self.count_drop(reason, seg.samples);

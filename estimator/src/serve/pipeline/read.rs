@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use greenpipe_common::contract::outcome;
 use greenpipe_common::model::ModelFile;
 use greenpipe_common::names::label;
 use tracing::warn;
@@ -212,7 +213,7 @@ impl Pipeline {
             Ok(v) => {
                 self.telemetry
                     .queries
-                    .with_label_values(&[name, "ok"])
+                    .with_label_values(&[name, outcome::OK])
                     .inc();
                 Ok(v)
             }
@@ -224,7 +225,7 @@ impl Pipeline {
     fn failed(&self, name: &str, cause: ReadFailure) -> ReadError {
         let outcome = cause
             .failure()
-            .map_or_else(|| "error".to_string(), QueryFailure::outcome);
+            .map_or_else(|| outcome::ERROR.to_string(), QueryFailure::outcome);
         self.telemetry
             .queries
             .with_label_values(&[name, &outcome])

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use greenpipe_common::contract::outcome;
 use greenpipe_common::model::ModelFile;
 use tracing::{info, warn};
 
@@ -92,7 +93,7 @@ impl Pipeline {
     fn refused(&self) {
         self.telemetry
             .model_reloads
-            .with_label_values(&["refused"])
+            .with_label_values(&[outcome::REFUSED])
             .inc();
         self.telemetry.model_reload_success.set(0);
     }
@@ -139,7 +140,7 @@ impl Pipeline {
         show_models(&self.telemetry, &candidate);
         self.telemetry
             .model_reloads
-            .with_label_values(&["applied"])
+            .with_label_values(&[outcome::APPLIED])
             .inc();
         self.telemetry.model_reload_success.set(1);
         info!(
