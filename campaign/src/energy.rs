@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use greenpipe_common::model::NodeModel;
 
-use greenpipe_estimator::attribution::{attribute, IdleSplit};
-use greenpipe_estimator::endpoint::{AuthFlags, Endpoint};
-use greenpipe_estimator::promql::{decode_matrix, Prometheus};
-use greenpipe_estimator::readout::{assemble, node_matcher, QuerySet};
-use greenpipe_estimator::shard::Shard;
+use greenpipe_query::attribution::{attribute, IdleSplit};
+use greenpipe_query::endpoint::{AuthFlags, Endpoint};
+use greenpipe_query::promql::{decode_matrix, Prometheus};
+use greenpipe_query::readout::{assemble, node_matcher, QuerySet};
+use greenpipe_query::shard::Shard;
 
 /// Where node power came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -85,13 +85,13 @@ impl SourceEnergy {
 #[derive(Debug, thiserror::Error)]
 pub enum EnergyError {
     #[error(transparent)]
-    Endpoint(#[from] greenpipe_estimator::endpoint::EndpointError),
+    Endpoint(#[from] greenpipe_query::endpoint::EndpointError),
     #[error("empty window {start}..{end}")]
     EmptyWindow { start: f64, end: f64 },
     #[error(transparent)]
-    Query(#[from] greenpipe_estimator::promql::QueryError),
+    Query(#[from] greenpipe_query::promql::QueryError),
     #[error(transparent)]
-    Decode(#[from] greenpipe_estimator::promql::DecodeError),
+    Decode(#[from] greenpipe_query::promql::DecodeError),
 }
 
 /// Queries and integrates one window of `node`. Sources without any tick are left out.
@@ -231,8 +231,8 @@ fn overhead_queries(node: &str) -> (String, String) {
 /// The exporter's share of busy CPU at each timestamp where both rates exist and the node was
 /// busy (clamped to 1: the two counters are read at slightly different instants).
 fn cpu_share(
-    exporter: &[greenpipe_estimator::promql::RangeSeries<'_>],
-    busy: &[greenpipe_estimator::promql::RangeSeries<'_>],
+    exporter: &[greenpipe_query::promql::RangeSeries<'_>],
+    busy: &[greenpipe_query::promql::RangeSeries<'_>],
 ) -> BTreeMap<i64, f64> {
     let busy: BTreeMap<i64, f64> = busy.iter().flat_map(|s| s.points.iter().copied()).collect();
     exporter

@@ -379,15 +379,17 @@ pub enum SnapshotError {
     },
     #[error("reading the answer")]
     Answer(#[source] reqwest::Error),
+    #[error(transparent)]
+    Decode(#[from] crate::promql::DecodeError),
 }
 
-/// Instant-query answer as (labels, value) pairs.
+/// Instant-query answer as (labels, value) pairs; NaN and infinite values left out.
 async fn query(
     client: &reqwest::Client,
     base: &str,
     promql: &str,
 ) -> Result<Vec<(BTreeMap<String, String>, f64)>, SnapshotError> {
-    let body: serde_json::Value = client
+    let body = client
         .get(format!("{}/api/v1/query", base.trim_end_matches('/')))
         .query(&[("query", promql)])
         .timeout(Duration::from_secs(2))
@@ -397,22 +399,18 @@ async fn query(
             base: base.to_string(),
             source,
         })?
-        .json()
+        .bytes()
         .await
         .map_err(SnapshotError::Answer)?;
-    let result = body["data"]["result"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    Ok(result
-        .iter()
+    Ok(crate::promql::decode_matrix(&body)?
+        .into_iter()
         .filter_map(|s| {
-            let labels = s["metric"]
-                .as_object()?
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+            let &(_, v) = s.points.last()?;
+            let labels = s
+                .labels
+                .into_iter()
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
                 .collect();
-            let v: f64 = s["value"][1].as_str()?.parse().ok()?;
             v.is_finite().then_some((labels, v))
         })
         .collect())

@@ -13,6 +13,7 @@ use clap::Args;
 use greenpipe_common::features::{Feature, FeatureValues};
 use greenpipe_common::names::{label, meter};
 use greenpipe_common::trace::{write_trace, TraceRow};
+use greenpipe_query::promql::{decode_matrix, DecodeError};
 
 /// Why [`extract`] failed: the URL or the query, and why.
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +26,7 @@ pub enum ExtractError {
         /// reqwest's error.
         source: reqwest::Error,
     },
-    /// The answer is not JSON.
+    /// The answer's body could not be read.
     #[error("reading the answer of {url}")]
     Body {
         /// The query API's URL.
@@ -56,33 +57,15 @@ pub enum ExtractError {
 /// Why a range-query answer is not one series of numbers.
 #[derive(Debug, thiserror::Error)]
 pub enum MatrixError {
-    /// An error or a non-matrix answer.
-    #[error("not a successful matrix answer: {body}")]
-    NotMatrix {
-        /// The answer.
-        body: String,
-    },
-    /// No `data.result`.
-    #[error("no data.result array")]
-    NoResult,
+    /// Not a successful matrix answer (the engine's error, or not the API's JSON).
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
     /// More than one series.
     #[error("{count} series where the node sum should give one")]
     ManySeries {
         /// How many.
         count: usize,
     },
-    /// A series without `values`.
-    #[error("no values")]
-    NoValues,
-    /// A point's time is not a number.
-    #[error("timestamp is not a number")]
-    Timestamp,
-    /// A point's value is not a string.
-    #[error("value is not a string")]
-    NotString,
-    /// A point's value string is not a number.
-    #[error("value is not a number")]
-    NotNumber(#[source] std::num::ParseFloatError),
 }
 
 /// `dataset` arguments.
@@ -219,17 +202,21 @@ pub async fn extract(args: &DatasetArgs) -> Result<Vec<TraceRow>, ExtractError> 
                     source,
                 })?;
             let status = response.status();
-            let body: serde_json::Value =
-                response.json().await.map_err(|source| ExtractError::Body {
+            let body = response
+                .bytes()
+                .await
+                .map_err(|source| ExtractError::Body {
                     url: url.clone(),
                     source,
                 })?;
             if !status.is_success() {
+                // Prometheus answers 400/422/503 with a JSON error that names the problem.
+                let error = match decode_matrix(&body) {
+                    Err(e) => greenpipe_common::error_chain(&e),
+                    Ok(_) => String::from_utf8_lossy(&body).chars().take(300).collect(),
+                };
                 return Err(ExtractError::Refused {
-                    error: body["error"]
-                        .as_str()
-                        .unwrap_or("no error message")
-                        .to_string(),
+                    error,
                     promql,
                     status,
                 });
@@ -271,41 +258,25 @@ pub async fn extract(args: &DatasetArgs) -> Result<Vec<TraceRow>, ExtractError> 
         .collect())
 }
 
-/// `(timestamp ms, value)` of the single series of a range-query answer (none = no data).
-pub fn parse_matrix(body: &serde_json::Value) -> Result<Vec<(i64, f64)>, MatrixError> {
-    if body["status"] != "success" || body["data"]["resultType"] != "matrix" {
-        return Err(MatrixError::NotMatrix {
-            body: body.to_string(),
-        });
-    }
-    let result = body["data"]["result"]
-        .as_array()
-        .ok_or(MatrixError::NoResult)?;
-    if result.len() > 1 {
+/// `(timestamp ms, value)` of the single series of a range-query answer (none = no data), NaN
+/// and infinite values left out.
+pub fn parse_matrix(body: &[u8]) -> Result<Vec<(i64, f64)>, MatrixError> {
+    let series = decode_matrix(body)?;
+    if series.len() > 1 {
         return Err(MatrixError::ManySeries {
-            count: result.len(),
+            count: series.len(),
         });
     }
-    let Some(series) = result.first() else {
-        return Ok(Vec::new());
-    };
-    series["values"]
-        .as_array()
-        .ok_or(MatrixError::NoValues)?
-        .iter()
-        .map(|pair| {
-            let t = pair[0].as_f64().ok_or(MatrixError::Timestamp)?;
-            let v: f64 = pair[1]
-                .as_str()
-                .ok_or(MatrixError::NotString)?
-                .parse()
-                .map_err(MatrixError::NotNumber)?;
-            Ok(((t * 1000.0).round() as i64, v))
+    Ok(series
+        .first()
+        .map(|s| {
+            s.points
+                .iter()
+                .copied()
+                .filter(|(_, v)| v.is_finite())
+                .collect()
         })
-        .filter(|r: &Result<(i64, f64), MatrixError>| {
-            r.as_ref().map_or(true, |(_, v)| v.is_finite())
-        })
-        .collect()
+        .unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -314,16 +285,19 @@ mod tests {
 
     #[test]
     fn matrix_answer_is_parsed_and_nan_dropped() {
-        let body = serde_json::json!({"status": "success", "data": {"resultType": "matrix",
-            "result": [{"metric": {"node": "a"}, "values": [[1.5, "2"], [2.5, "NaN"], [3.5, "4.25"]]}]}});
-        assert_eq!(
-            parse_matrix(&body).unwrap(),
-            vec![(1500, 2.0), (3500, 4.25)]
-        );
-        let empty = serde_json::json!({"status": "success", "data": {"resultType": "matrix", "result": []}});
-        assert!(parse_matrix(&empty).unwrap().is_empty());
-        let err = serde_json::json!({"status": "error", "error": "bad"});
-        assert!(parse_matrix(&err).is_err());
+        let body = br#"{"status": "success", "data": {"resultType": "matrix",
+            "result": [{"metric": {"node": "a"}, "values": [[1.5, "2"], [2.5, "NaN"], [3.5, "4.25"]]}]}}"#;
+        assert_eq!(parse_matrix(body).unwrap(), vec![(1500, 2.0), (3500, 4.25)]);
+        let empty = br#"{"status": "success", "data": {"resultType": "matrix", "result": []}}"#;
+        assert!(parse_matrix(empty).unwrap().is_empty());
+        let err = br#"{"status": "error", "errorType": "bad_data", "error": "bad"}"#;
+        assert!(parse_matrix(err).is_err());
+        let two = br#"{"status": "success", "data": {"resultType": "matrix", "result": [
+            {"metric": {"node": "a"}, "values": [[1, "1"]]}, {"metric": {"node": "b"}, "values": [[1, "1"]]}]}}"#;
+        assert!(matches!(
+            parse_matrix(two),
+            Err(MatrixError::ManySeries { count: 2 })
+        ));
     }
 
     #[test]

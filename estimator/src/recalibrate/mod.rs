@@ -286,7 +286,7 @@ pub enum CheckError {
     #[error(transparent)]
     Query(#[from] crate::promql::QueryError),
     #[error(transparent)]
-    Vector(#[from] watch::VectorError),
+    Vector(#[from] crate::promql::DecodeError),
 }
 
 /// Why an accepted refit could not be written where `serve` reads models.

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 use greenpipe_common::names::{estimate, label};
 
+use crate::promql::{decode_matrix, DecodeError};
+
 /// The live error of one model on one metered node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveError {
@@ -39,37 +41,18 @@ pub fn samples_query(window: &str) -> String {
     )
 }
 
-/// Why an answer is not an instant vector.
-#[derive(Debug, thiserror::Error)]
-pub enum VectorError {
-    /// Not JSON.
-    #[error("decoding the vector answer")]
-    Json(#[source] serde_json::Error),
-    /// An error or another result type.
-    #[error("not a successful vector answer: {body}")]
-    NotVector {
-        /// The answer.
-        body: String,
-    },
-}
-
-/// `(node, model) -> value` of an instant-vector answer.
-pub fn parse_vector(body: &[u8]) -> Result<BTreeMap<(String, String), f64>, VectorError> {
-    let v: serde_json::Value = serde_json::from_slice(body).map_err(VectorError::Json)?;
-    if !(v["status"] == "success" && v["data"]["resultType"] == "vector") {
-        return Err(VectorError::NotVector {
-            body: String::from_utf8_lossy(body).into_owned(),
-        });
-    }
+/// `(node, model) -> value` of an instant-vector answer; NaN and infinite values left out.
+pub fn parse_vector(body: &[u8]) -> Result<BTreeMap<(String, String), f64>, DecodeError> {
     let mut out = BTreeMap::new();
-    for s in v["data"]["result"].as_array().into_iter().flatten() {
-        let l = |k: &str| s["metric"][k].as_str().unwrap_or_default().to_string();
-        let value = s["value"][1]
-            .as_str()
-            .and_then(|t| crate::promql::parse_value(t).ok())
-            .filter(|x| x.is_finite());
-        if let Some(value) = value {
-            out.insert((l(label::NODE), l(label::MODEL)), value);
+    for s in decode_matrix(body)? {
+        if let Some(&(_, value)) = s.points.last().filter(|(_, v)| v.is_finite()) {
+            out.insert(
+                (
+                    s.label(label::NODE).to_string(),
+                    s.label(label::MODEL).to_string(),
+                ),
+                value,
+            );
         }
     }
     Ok(out)

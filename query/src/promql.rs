@@ -474,7 +474,7 @@ impl Prometheus {
         if !status.is_success() {
             // Prometheus answers 400/422/503 with a JSON error that names the problem.
             let detail = match decode_matrix(&body) {
-                Err(e) if body.starts_with(b"{") => crate::error_chain(&e),
+                Err(e) if body.starts_with(b"{") => greenpipe_common::error_chain(&e),
                 _ => String::from_utf8_lossy(&body).chars().take(300).collect(),
             };
             let timeout = body.windows(16).any(|w| w == b"\"errorType\":\"tim");
