@@ -6,12 +6,10 @@
 
 use std::collections::BTreeMap;
 
-/// Counter of inferences (docs/workloads.md).
-pub const INFERENCES_TOTAL: &str = "greenpipe_workload_inferences_total";
-/// Counter of benchmark operations.
-pub const OPERATIONS_TOTAL: &str = "greenpipe_workload_operations_total";
-/// Inference latency histogram.
-pub const INFERENCE_DURATION_SECONDS: &str = "greenpipe_workload_inference_duration_seconds";
+/// The workload's families, declared in the contract.
+pub use greenpipe_common::names::workload::{
+    INFERENCES_TOTAL, INFERENCE_DURATION_SECONDS, OPERATIONS_TOTAL,
+};
 
 /// One reading of a workload's counters.
 #[derive(Debug, Clone, Default, PartialEq)]

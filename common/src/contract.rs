@@ -52,11 +52,32 @@ pub struct Family {
 pub struct EnumeratedLabel {
     /// Label key.
     pub key: &'static str,
-    /// The one family whose label this is (`reason` means something else on each family that
-    /// has it), or `None`: the key has these values on every family.
-    pub family: Option<&'static str>,
+    /// The families on which the key has these values (`reason` means something else on each
+    /// family that has it, `source` and `mode` something else on the workload's and carbon's).
+    pub scope: Scope,
     /// Every value it may take.
     pub values: &'static [&'static str],
+}
+
+/// Where an enumerated label's values hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every family that has the key.
+    Every,
+    /// This one family.
+    Family(&'static str),
+    /// The families whose names start with this.
+    Prefix(&'static str),
+}
+
+impl Scope {
+    fn covers(self, family: &str) -> bool {
+        match self {
+            Scope::Every => true,
+            Scope::Family(f) => f == family,
+            Scope::Prefix(p) => family.starts_with(p),
+        }
+    }
 }
 
 /// The enumeration of label `key` on family `family`, if its values are a closed set. The
@@ -65,14 +86,14 @@ pub struct EnumeratedLabel {
 pub fn enumeration(family: &str, key: &str) -> Option<&'static EnumeratedLabel> {
     ENUMERATED
         .iter()
-        .find(|e| e.key == key && e.family.is_none_or(|f| f == family))
+        .find(|e| e.key == key && e.scope.covers(family))
 }
 
 /// The enumerated labels and their values.
 pub static ENUMERATED: &[EnumeratedLabel] = &[
     EnumeratedLabel {
         key: label::DIRECTION,
-        family: None,
+        scope: Scope::Every,
         values: &[
             direction::READ,
             direction::WRITE,
@@ -82,22 +103,22 @@ pub static ENUMERATED: &[EnumeratedLabel] = &[
     },
     EnumeratedLabel {
         key: label::MODE,
-        family: None,
+        scope: Scope::Family(node::names::CPU_SECONDS_TOTAL),
         values: &cpu_mode::ALL,
     },
     EnumeratedLabel {
         key: label::SOURCE,
-        family: None,
-        values: &[
-            crate::names::source::BPF,
-            crate::names::source::PERF,
-            crate::names::source::CGROUP,
-            crate::names::source::PROCFS,
-        ],
+        scope: Scope::Prefix("greenpipe_container_"),
+        values: &SOURCES,
+    },
+    EnumeratedLabel {
+        key: label::SOURCE,
+        scope: Scope::Prefix("greenpipe_process_"),
+        values: &SOURCES,
     },
     EnumeratedLabel {
         key: label::COMPONENT,
-        family: None,
+        scope: Scope::Every,
         values: &[
             crate::names::component::IDLE,
             crate::names::component::DYNAMIC,
@@ -105,39 +126,63 @@ pub static ENUMERATED: &[EnumeratedLabel] = &[
     },
     EnumeratedLabel {
         key: label::STATE,
-        family: None,
+        scope: Scope::Every,
         values: &memory_state::ALL,
     },
     EnumeratedLabel {
         key: label::REASON,
-        family: Some(meter::names::READ_ERRORS_TOTAL),
+        scope: Scope::Family(meter::names::READ_ERRORS_TOTAL),
         values: reason::MeterRead::VALUES,
     },
     EnumeratedLabel {
         key: label::REASON,
-        family: Some(exporter::names::PUSH_SAMPLES_DROPPED_TOTAL),
+        scope: Scope::Family(exporter::names::PUSH_SAMPLES_DROPPED_TOTAL),
         values: reason::PushDropped::VALUES,
     },
     EnumeratedLabel {
         key: label::REASON,
-        family: Some(estimator::names::NODES_SKIPPED_TOTAL),
+        scope: Scope::Family(estimator::names::NODES_SKIPPED_TOTAL),
         values: reason::NodeSkipped::VALUES,
     },
     EnumeratedLabel {
         key: label::OUTCOME,
-        family: Some(estimator::names::MODEL_RELOADS_TOTAL),
+        scope: Scope::Family(estimator::names::MODEL_RELOADS_TOTAL),
         values: &outcome::MODEL_RELOAD,
     },
     EnumeratedLabel {
         key: label::OUTCOME,
-        family: Some(recalibrate::names::REFITS_TOTAL),
+        scope: Scope::Family(recalibrate::names::REFITS_TOTAL),
         values: &outcome::REFIT,
     },
     EnumeratedLabel {
         key: label::OUTCOME,
-        family: Some(recalibrate::names::CHECKS_TOTAL),
+        scope: Scope::Family(recalibrate::names::CHECKS_TOTAL),
         values: &outcome::CHECK,
     },
+    EnumeratedLabel {
+        key: label::KIND,
+        scope: Scope::Family(carbon::names::GRID_CARBON_INTENSITY_GRAMS_PER_KWH),
+        values: &[
+            crate::names::carbon::KIND_ACTUAL,
+            crate::names::carbon::KIND_FORECAST,
+        ],
+    },
+    EnumeratedLabel {
+        key: label::MODE,
+        scope: Scope::Prefix("greenpipe_workload_inference"),
+        values: &[
+            crate::names::workload::MODE_LOCAL,
+            crate::names::workload::MODE_SERVED,
+        ],
+    },
+];
+
+/// Where the exporter read a container's or a process's value (`source`).
+const SOURCES: [&str; 4] = [
+    crate::names::source::BPF,
+    crate::names::source::PERF,
+    crate::names::source::CGROUP,
+    crate::names::source::PROCFS,
 ];
 
 /// Values of the `outcome` label. Where the set is closed its family's list is here; the
@@ -832,6 +877,42 @@ families! {
         CHECKS_TOTAL = "greenpipe_recalibrate_checks_total", Counter, unit "", labels [label::OUTCOME],
             help "Live-error checks against Prometheus, by outcome (ok or error).";
     }
+
+    /// The DNN inference and benchmark workloads' own `/metrics` (`greenpipe-workload`), read by
+    /// the campaign and by joules-per-inference queries.
+    workload {
+        /// Counter: inferences completed, with the configuration as labels.
+        INFERENCES_TOTAL = "greenpipe_workload_inferences_total", Counter, unit "", labels [label::WORKLOAD, label::MODEL, label::PRECISION, label::ENGINE, label::THREADS, label::MODE],
+            help "Inferences completed (one per image: a batch of B counts B).";
+
+        /// Histogram: latency of one inference call.
+        INFERENCE_DURATION_SECONDS = "greenpipe_workload_inference_duration_seconds", Histogram, unit "seconds", labels [label::WORKLOAD, label::MODEL, label::PRECISION, label::ENGINE, label::THREADS, label::MODE],
+            help "Latency of one inference call (a whole batch); for the client, request to answer.";
+
+        /// Counter: benchmark operations, in the unit the label names.
+        OPERATIONS_TOTAL = "greenpipe_workload_operations_total", Counter, unit "", labels [label::WORKLOAD, label::GROUP, label::UNIT],
+            help "Benchmark operations completed, in the unit the label names (bytes, flops, requests, ...).";
+
+        /// Counter: failed inference requests by gRPC status code name.
+        REQUEST_ERRORS_TOTAL = "greenpipe_workload_request_errors_total", Counter, unit "", labels [label::WORKLOAD, label::CODE],
+            help "Inference requests that failed, by gRPC status code name.";
+
+        /// Gauge: 1 while a run window is open.
+        RUNNING = "greenpipe_workload_running", Gauge, unit "", labels [label::WORKLOAD, label::GROUP],
+            help "1 while a run window of this workload is open.";
+    }
+
+    /// Grid carbon intensity and carbon-aware placement (written by `greenpipe-carbon` through
+    /// remote write).
+    carbon {
+        /// Gauge: grid carbon intensity, gCO2(eq)/kWh; `horizon_hours` on forecasts only.
+        GRID_CARBON_INTENSITY_GRAMS_PER_KWH = "greenpipe_grid_carbon_intensity_grams_per_kwh", Gauge, unit "", labels [label::ZONE, label::SOURCE, label::KIND, label::HORIZON_HOURS],
+            help "Grid carbon intensity in grams of CO2(eq) per kWh, actual or forecast (horizon_hours ahead).";
+
+        /// Gauge, with `node`: always 1, maps nodes to grid zones for the emissions rules.
+        NODE_GRID_ZONE_INFO = "greenpipe_node_grid_zone_info", Gauge, unit "", labels [label::ZONE],
+            help "Always 1: the grid zone of a node (with node), for the emissions rules.";
+    }
 }
 
 #[cfg(test)]
@@ -953,8 +1034,8 @@ mod tests {
             }
             for name in cells[1].split('`').skip(1).step_by(2) {
                 let name = name.split('{').next().unwrap();
-                if name.starts_with("greenpipe_grid_") || name.contains("_emissions_") {
-                    continue; // carbon's families, not the exporter's or the estimator's
+                if name.contains("_emissions_") {
+                    continue; // the emissions recording rules, not families anyone emits
                 }
                 let f = family(name)
                     .unwrap_or_else(|| panic!("README documents undeclared family {name}"));

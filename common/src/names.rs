@@ -65,6 +65,24 @@ pub mod label {
     pub const CPU_FAMILY: &str = "cpu_family";
     /// The bundled uncalibrated profile that fits the board.
     pub const PROFILE: &str = "profile";
+    /// Workload name (`greenpipe-workload`'s subcommand or benchmark).
+    pub const WORKLOAD: &str = "workload";
+    /// Numeric precision of a DNN (`f32`, `int8`, ...).
+    pub const PRECISION: &str = "precision";
+    /// Inference engine.
+    pub const ENGINE: &str = "engine";
+    /// Threads an inference engine was given.
+    pub const THREADS: &str = "threads";
+    /// Benchmark group.
+    pub const GROUP: &str = "group";
+    /// The unit a benchmark counts its operations in.
+    pub const UNIT: &str = "unit";
+    /// gRPC status code name.
+    pub const CODE: &str = "code";
+    /// Grid zone.
+    pub const ZONE: &str = "zone";
+    /// Forecast horizon in whole hours.
+    pub const HORIZON_HOURS: &str = "horizon_hours";
 }
 
 /// Values of the `component` label on attributed power.
@@ -138,20 +156,27 @@ pub use crate::contract::estimator::names as estimator;
 /// The names of the families declared in [`crate::contract::recalibrate`].
 pub use crate::contract::recalibrate::names as recalibrate;
 
-/// Grid carbon intensity and carbon-aware placement (written by `greenpipe-carbon`).
+/// Grid carbon intensity and carbon-aware placement (written by `greenpipe-carbon`): the
+/// families declared in [`crate::contract::carbon`], and the values of its labels.
 pub mod carbon {
-    /// Gauge, `zone`, `source`, `kind` (`actual`|`forecast`), `horizon_hours` (forecasts only):
-    /// grid carbon intensity in grams of CO2(eq) per kWh.
-    pub const GRID_CARBON_INTENSITY_GRAMS_PER_KWH: &str =
-        "greenpipe_grid_carbon_intensity_grams_per_kwh";
-    /// Gauge, `node`, `zone`: always 1; maps nodes to grid zones for the emissions rules.
-    pub const NODE_GRID_ZONE_INFO: &str = "greenpipe_node_grid_zone_info";
-    /// Label key: grid zone.
-    pub const ZONE: &str = "zone";
-    /// Label key: forecast horizon in whole hours.
-    pub const HORIZON_HOURS: &str = "horizon_hours";
+    pub use crate::contract::carbon::names::*;
+    /// Label key: grid zone ([`super::label::ZONE`]).
+    pub const ZONE: &str = super::label::ZONE;
+    /// Label key: forecast horizon in whole hours ([`super::label::HORIZON_HOURS`]).
+    pub const HORIZON_HOURS: &str = super::label::HORIZON_HOURS;
     /// Values of the `kind` label ([`super::label::KIND`]).
     pub const KIND_ACTUAL: &str = "actual";
     /// See [`KIND_ACTUAL`].
     pub const KIND_FORECAST: &str = "forecast";
+}
+
+/// The workloads' families, declared in [`crate::contract::workload`], and the values of their
+/// `mode` label.
+pub mod workload {
+    pub use crate::contract::workload::names::*;
+    /// `mode`: inference in the workload's own process.
+    pub const MODE_LOCAL: &str = "local";
+    /// `mode`: inference served over the Open Inference Protocol (the server's and the
+    /// client's series).
+    pub const MODE_SERVED: &str = "served";
 }

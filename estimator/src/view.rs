@@ -23,7 +23,7 @@ use crate::attribution::IdleSplit;
 pub const ENERGY_PER_INFERENCE_RULE: &str = "greenpipe:container_energy_per_inference_joules";
 
 /// The workload counter energy per inference divides by.
-const INFERENCES: &str = "greenpipe_workload_inferences_total";
+const INFERENCES: &str = greenpipe_common::names::workload::INFERENCES_TOTAL;
 
 /// Joules per inference of each pod, over the last minute or, for a younger workload, since it
 /// became ready. The recording rule `greenpipe:container_energy_per_inference_joules` averages a

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use greenpipe_common::listen::parse_flag_address;
+use greenpipe_common::names::workload;
 
 use crate::cli::{
     BenchArgs, ClassifyArgs, Cli, ClientArgs, Command, Common, InferArgs, PeerArgs, ServeArgs,
@@ -198,7 +199,7 @@ async fn infer_one(
     duration: Duration,
 ) -> anyhow::Result<()> {
     let engine = build_engine(spec.clone(), images, libraries.clone()).await?;
-    let labels = labels("infer", &spec, "local");
+    let labels = labels("infer", &spec, workload::MODE_LOCAL);
     ctx.metrics.touch_inference(&labels);
     ctx.metrics.set_running("infer", "inference", true);
     let start = unix_now();
@@ -246,7 +247,7 @@ async fn serve(ctx: &Context_, args: ServeArgs) -> anyhow::Result<()> {
     let service = oip::server::InferenceService::new(
         engine,
         ctx.metrics.clone(),
-        labels("serve", &spec, "served"),
+        labels("serve", &spec, workload::MODE_SERVED),
         args.instances,
     );
     let inferences = service.inferences.clone();

@@ -8,29 +8,14 @@ use axum::http::header;
 use axum::response::{Html, IntoResponse};
 use axum::routing::get;
 use axum::Router;
+use greenpipe_common::contract::Family;
 use prometheus::{
     exponential_buckets, Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts,
     Registry, TextEncoder,
 };
 
-/// Metric names (base units, `_total` counters: the exporter's conventions).
-pub mod names {
-    pub const INFERENCES: &str = "greenpipe_workload_inferences_total";
-    pub const INFERENCE_DURATION: &str = "greenpipe_workload_inference_duration_seconds";
-    pub const OPERATIONS: &str = "greenpipe_workload_operations_total";
-    pub const ERRORS: &str = "greenpipe_workload_request_errors_total";
-    pub const RUNNING: &str = "greenpipe_workload_running";
-}
-
-/// Labels of the inference series, in order.
-pub const INFERENCE_LABELS: [&str; 6] = [
-    "workload",
-    "model",
-    "precision",
-    "engine",
-    "threads",
-    "mode",
-];
+/// The families, declared in the contract (`greenpipe_common::contract::workload`).
+pub use greenpipe_common::contract::workload as families;
 
 /// The inference configuration a series carries.
 #[derive(Debug, Clone)]
@@ -70,48 +55,23 @@ pub struct Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let registry = Registry::new();
-        let inferences = IntCounterVec::new(
-            Opts::new(
-                names::INFERENCES,
-                "Inferences completed (one per image: a batch of B counts B).",
-            ),
-            &INFERENCE_LABELS,
-        )
-        .expect("valid metric");
+        let counter = |f: &Family| {
+            IntCounterVec::new(Opts::new(f.name, f.help), f.labels).expect("a declared family")
+        };
+        let inferences = counter(&families::INFERENCES_TOTAL);
         // 1 ms to ~33 s: a MobileNetV2 on a Pi 4 to a ResNet-50 in f16 emulation.
+        let d = &families::INFERENCE_DURATION_SECONDS;
         let duration = HistogramVec::new(
-            HistogramOpts::new(
-                names::INFERENCE_DURATION,
-                "Latency of one inference call (a whole batch); for the client, request to answer.",
-            )
-            .buckets(exponential_buckets(0.001, 2.0, 16).expect("valid buckets")),
-            &INFERENCE_LABELS,
+            HistogramOpts::new(d.name, d.help)
+                .buckets(exponential_buckets(0.001, 2.0, 16).expect("valid buckets")),
+            d.labels,
         )
-        .expect("valid metric");
-        let operations = IntCounterVec::new(
-            Opts::new(
-                names::OPERATIONS,
-                "Benchmark operations completed, in the unit the label names (bytes, flops, requests, ...).",
-            ),
-            &["workload", "group", "unit"],
-        )
-        .expect("valid metric");
-        let errors = IntCounterVec::new(
-            Opts::new(
-                names::ERRORS,
-                "Inference requests that failed, by gRPC status code name.",
-            ),
-            &["workload", "code"],
-        )
-        .expect("valid metric");
-        let running = IntGaugeVec::new(
-            Opts::new(
-                names::RUNNING,
-                "1 while a run window of this workload is open.",
-            ),
-            &["workload", "group"],
-        )
-        .expect("valid metric");
+        .expect("a declared family");
+        let operations = counter(&families::OPERATIONS_TOTAL);
+        let errors = counter(&families::REQUEST_ERRORS_TOTAL);
+        let r = &families::RUNNING;
+        let running =
+            IntGaugeVec::new(Opts::new(r.name, r.help), r.labels).expect("a declared family");
         for c in [
             Box::new(inferences.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(duration.clone()),

@@ -202,7 +202,7 @@ pub async fn run(
         precision: String::new(),
         engine: "",
         threads: String::new(),
-        mode: "served",
+        mode: greenpipe_common::names::workload::MODE_SERVED,
     };
     metrics.touch_inference(&labels);
     let started = crate::campaign::unix_now();
