@@ -19,6 +19,8 @@ pub mod model;
 pub mod names;
 #[cfg(feature = "plots")]
 pub mod plot_font;
+#[cfg(feature = "registry")]
+pub mod registry;
 pub mod secret;
 #[cfg(feature = "shutdown")]
 pub mod shutdown;

@@ -1,9 +1,10 @@
 //! The estimator's own metrics, served on `/metrics` by [`crate::http`].
 
-use greenpipe_common::contract::{estimator as c, Family};
+use greenpipe_common::contract::estimator as c;
+use greenpipe_common::registry::{register, register_with};
 use prometheus::{
-    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    Opts, Registry, TextEncoder,
+    Encoder, Gauge, GaugeVec, HistogramVec, IntCounter, IntCounterVec, IntGauge, Registry,
+    TextEncoder,
 };
 
 /// Every self metric, registered in one registry.
@@ -56,61 +57,8 @@ impl Telemetry {
     /// Creates and registers every metric.
     pub fn new() -> Telemetry {
         let registry = Registry::new();
-        let counter = |f: &Family| {
-            let c = IntCounter::new(f.name, f.help).expect("valid metric");
-            registry
-                .register(Box::new(c.clone()))
-                .expect("unique metric");
-            c
-        };
-        let counter_vec = |f: &Family| {
-            let c = IntCounterVec::new(Opts::new(f.name, f.help), f.labels).expect("valid metric");
-            registry
-                .register(Box::new(c.clone()))
-                .expect("unique metric");
-            c
-        };
-        let gauge = |f: &Family| {
-            let g = Gauge::new(f.name, f.help).expect("valid metric");
-            registry
-                .register(Box::new(g.clone()))
-                .expect("unique metric");
-            g
-        };
-        let nodes_estimated =
-            IntGauge::new(c::NODES_ESTIMATED.name, c::NODES_ESTIMATED.help).expect("valid metric");
-        registry
-            .register(Box::new(nodes_estimated.clone()))
-            .expect("unique metric");
-        let query_duration = HistogramVec::new(
-            HistogramOpts::new(
-                c::QUERY_DURATION_SECONDS.name,
-                c::QUERY_DURATION_SECONDS.help,
-            )
-            .buckets(vec![
-                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-            ]),
-            c::QUERY_DURATION_SECONDS.labels,
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(query_duration.clone()))
-            .expect("unique metric");
-        let models_loaded = GaugeVec::new(
-            Opts::new(c::MODELS_LOADED.name, c::MODELS_LOADED.help),
-            c::MODELS_LOADED.labels,
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(models_loaded.clone()))
-            .expect("unique metric");
-        let model_reload_success =
-            IntGauge::new(c::MODEL_RELOAD_SUCCESS.name, c::MODEL_RELOAD_SUCCESS.help)
-                .expect("valid metric");
-        registry
-            .register(Box::new(model_reload_success.clone()))
-            .expect("unique metric");
-        let model_reloads = counter_vec(&c::MODEL_RELOADS_TOTAL);
+        let r = &registry;
+        let model_reloads: IntCounterVec = register(r, &c::MODEL_RELOADS_TOTAL);
         // Both outcomes exist from the start, so increase() over them is 0 rather than empty
         // until the first reload.
         for outcome in greenpipe_common::contract::outcome::MODEL_RELOAD {
@@ -118,25 +66,32 @@ impl Telemetry {
         }
         Telemetry {
             model_reloads,
-            model_reload_success,
-            ticks: counter(&c::TICKS_TOTAL),
-            ticks_backfilled: counter(&c::TICKS_BACKFILLED_TOTAL),
-            ticks_abandoned: counter(&c::TICKS_ABANDONED_TOTAL),
-            lag_seconds: gauge(&c::LAG_SECONDS),
-            last_tick: gauge(&c::LAST_TICK_TIMESTAMP_SECONDS),
-            queries: counter_vec(&c::QUERIES_TOTAL),
-            query_warnings: counter_vec(&c::QUERY_WARNINGS_TOTAL),
-            query_duration,
-            samples_written: counter(&c::SAMPLES_WRITTEN_TOTAL),
-            samples_retried: counter(&c::SAMPLES_RETRIED_TOTAL),
-            samples_dropped: counter_vec(&c::SAMPLES_DROPPED_TOTAL),
-            remote_write_requests: counter_vec(&c::REMOTE_WRITE_REQUESTS_TOTAL),
-            otlp_requests: counter_vec(&c::OTLP_REQUESTS_TOTAL),
-            otlp_points_written: counter(&c::OTLP_POINTS_WRITTEN_TOTAL),
-            otlp_points_dropped: counter_vec(&c::OTLP_POINTS_DROPPED_TOTAL),
-            nodes_skipped: counter_vec(&c::NODES_SKIPPED_TOTAL),
-            nodes_estimated,
-            models_loaded,
+            model_reload_success: register(r, &c::MODEL_RELOAD_SUCCESS),
+            ticks: register(r, &c::TICKS_TOTAL),
+            ticks_backfilled: register(r, &c::TICKS_BACKFILLED_TOTAL),
+            ticks_abandoned: register(r, &c::TICKS_ABANDONED_TOTAL),
+            lag_seconds: register(r, &c::LAG_SECONDS),
+            last_tick: register(r, &c::LAST_TICK_TIMESTAMP_SECONDS),
+            queries: register(r, &c::QUERIES_TOTAL),
+            query_warnings: register(r, &c::QUERY_WARNINGS_TOTAL),
+            query_duration: register_with(
+                r,
+                &c::QUERY_DURATION_SECONDS,
+                c::QUERY_DURATION_SECONDS.labels,
+                Some(&[
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ]),
+            ),
+            samples_written: register(r, &c::SAMPLES_WRITTEN_TOTAL),
+            samples_retried: register(r, &c::SAMPLES_RETRIED_TOTAL),
+            samples_dropped: register(r, &c::SAMPLES_DROPPED_TOTAL),
+            remote_write_requests: register(r, &c::REMOTE_WRITE_REQUESTS_TOTAL),
+            otlp_requests: register(r, &c::OTLP_REQUESTS_TOTAL),
+            otlp_points_written: register(r, &c::OTLP_POINTS_WRITTEN_TOTAL),
+            otlp_points_dropped: register(r, &c::OTLP_POINTS_DROPPED_TOTAL),
+            nodes_skipped: register(r, &c::NODES_SKIPPED_TOTAL),
+            nodes_estimated: register(r, &c::NODES_ESTIMATED),
+            models_loaded: register(r, &c::MODELS_LOADED),
             registry,
         }
     }

@@ -8,10 +8,9 @@ use axum::http::header;
 use axum::response::{Html, IntoResponse};
 use axum::routing::get;
 use axum::Router;
-use greenpipe_common::contract::Family;
+use greenpipe_common::registry::{register, register_with};
 use prometheus::{
-    exponential_buckets, Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    exponential_buckets, Encoder, HistogramVec, IntCounterVec, IntGaugeVec, Registry, TextEncoder,
 };
 
 /// The families, declared in the contract (`greenpipe_common::contract::workload`).
@@ -55,32 +54,15 @@ pub struct Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let registry = Registry::new();
-        let counter = |f: &Family| {
-            IntCounterVec::new(Opts::new(f.name, f.help), f.labels).expect("a declared family")
-        };
-        let inferences = counter(&families::INFERENCES_TOTAL);
+        let r = &registry;
+        let inferences = register(r, &families::INFERENCES_TOTAL);
         // 1 ms to ~33 s: a MobileNetV2 on a Pi 4 to a ResNet-50 in f16 emulation.
         let d = &families::INFERENCE_DURATION_SECONDS;
-        let duration = HistogramVec::new(
-            HistogramOpts::new(d.name, d.help)
-                .buckets(exponential_buckets(0.001, 2.0, 16).expect("valid buckets")),
-            d.labels,
-        )
-        .expect("a declared family");
-        let operations = counter(&families::OPERATIONS_TOTAL);
-        let errors = counter(&families::REQUEST_ERRORS_TOTAL);
-        let r = &families::RUNNING;
-        let running =
-            IntGaugeVec::new(Opts::new(r.name, r.help), r.labels).expect("a declared family");
-        for c in [
-            Box::new(inferences.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(duration.clone()),
-            Box::new(operations.clone()),
-            Box::new(errors.clone()),
-            Box::new(running.clone()),
-        ] {
-            registry.register(c).expect("names are unique");
-        }
+        let buckets = exponential_buckets(0.001, 2.0, 16).expect("valid buckets");
+        let duration = register_with(r, d, d.labels, Some(&buckets));
+        let operations = register(r, &families::OPERATIONS_TOTAL);
+        let errors = register(r, &families::REQUEST_ERRORS_TOTAL);
+        let running = register(r, &families::RUNNING);
         Metrics {
             registry,
             inferences,

@@ -14,7 +14,8 @@ use greenpipe_common::contract::outcome;
 use greenpipe_common::contract::recalibrate as c;
 use greenpipe_common::model::NodeModel;
 use greenpipe_common::names::label;
-use prometheus::{GaugeVec, Histogram, HistogramOpts, IntCounterVec, Opts, Registry};
+use greenpipe_common::registry::{register, register_with};
+use prometheus::{GaugeVec, Histogram, IntCounterVec, Registry};
 use serde::Serialize;
 
 use super::correction::Affine;
@@ -162,34 +163,17 @@ impl Telemetry {
     /// Creates and registers every metric.
     pub fn new() -> Telemetry {
         let registry = Registry::new();
-        let live_error = GaugeVec::new(
-            Opts::new(c::LIVE_ERROR_RATIO.name, c::LIVE_ERROR_RATIO.help),
-            &[label::NODE, label::MODEL],
-        )
-        .expect("valid metric");
-        let refits = IntCounterVec::new(
-            Opts::new(c::REFITS_TOTAL.name, c::REFITS_TOTAL.help),
-            c::REFITS_TOTAL.labels,
-        )
-        .expect("valid metric");
-        let refit_cpu = Histogram::with_opts(
-            HistogramOpts::new(c::REFIT_CPU_SECONDS.name, c::REFIT_CPU_SECONDS.help)
-                .buckets(vec![0.001, 0.01, 0.1, 1.0, 10.0, 100.0]),
-        )
-        .expect("valid metric");
-        let checks = IntCounterVec::new(
-            Opts::new(c::CHECKS_TOTAL.name, c::CHECKS_TOTAL.help),
-            c::CHECKS_TOTAL.labels,
-        )
-        .expect("valid metric");
-        for c in [
-            Box::new(live_error.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(refits.clone()),
-            Box::new(refit_cpu.clone()),
-            Box::new(checks.clone()),
-        ] {
-            registry.register(c).expect("unique metric");
-        }
+        let r = &registry;
+        // The live error carries the node whose meter it was measured against.
+        let live_error = register_with(r, &c::LIVE_ERROR_RATIO, &[label::NODE, label::MODEL], None);
+        let refits = register(r, &c::REFITS_TOTAL);
+        let refit_cpu = register_with(
+            r,
+            &c::REFIT_CPU_SECONDS,
+            &[],
+            Some(&[0.001, 0.01, 0.1, 1.0, 10.0, 100.0]),
+        );
+        let checks = register(r, &c::CHECKS_TOTAL);
         Telemetry {
             registry,
             live_error,
