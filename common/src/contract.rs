@@ -705,7 +705,7 @@ families! {
         PUSH_SAMPLES_SENT_TOTAL = "greenpipe_exporter_push_samples_sent_total", Counter, unit "", labels [],
             help "Samples pushed by remote write and acknowledged by the receiver.";
 
-        /// Counter, `reason`: pushed samples dropped unsent ([`super::reason::PUSH_DROPPED`]).
+        /// Counter, `reason`: pushed samples dropped unsent ([`super::reason::PushDropped`]).
         PUSH_SAMPLES_DROPPED_TOTAL = "greenpipe_exporter_push_samples_dropped_total", Counter, unit "", labels [label::REASON],
             help "Samples that will not be pushed: older than --push.buffer.max-age, over --push.buffer.max-bytes, refused by the receiver (4xx but 429), in a corrupt segment, behind a full queue, or not written to disk.";
 
