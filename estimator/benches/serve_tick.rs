@@ -21,7 +21,7 @@ use greenpipe_estimator::attribution::IdleSplit;
 use greenpipe_estimator::energy::Ledger;
 use greenpipe_estimator::estimate::estimate_tick;
 use greenpipe_estimator::promql::decode_matrix;
-use greenpipe_estimator::readout::{assemble, PROCESSES};
+use greenpipe_estimator::readout::{assemble, Assembly, PROCESSES};
 use greenpipe_estimator::remote_write::wire::encode_request;
 use greenpipe_estimator::remote_write::{
     batches, decode, encode, sample_count, BatchLimits, BatchWriter, EncodedBatch, Label, Sample,
@@ -187,20 +187,21 @@ fn main() {
     for round in 0..rounds {
         let mut stage = [Duration::ZERO; 5];
         let t0 = thread_cpu();
+        // As serve reads: the node answer decoded, the container answer decoded straight into
+        // the per-node accumulators.
         let node = decode_matrix(node_body.as_bytes()).expect("node answer");
-        let container = decode_matrix(container_body.as_bytes()).expect("container answer");
+        let mut assembly = Assembly::new(T_MS, 1000, ticks_per_query, Shard::ALL);
+        for s in &node {
+            assembly.node_series(s);
+        }
+        assembly
+            .containers_from(container_body.as_bytes())
+            .expect("container answer");
         let t1 = thread_cpu();
         // As serve does with --read.ticks-per-query N: one read, N ticks assembled from it, each
         // estimated and counted, then all N written in one set of requests.
-        let ticks = assemble(
-            T_MS,
-            1000,
-            ticks_per_query,
-            &node,
-            &container,
-            &[],
-            Shard::ALL,
-        );
+        assembly.node_labels(&[]);
+        let ticks = assembly.ticks();
         let t2 = thread_cpu();
         stage[0] += t1 - t0;
         stage[1] += t2 - t1;

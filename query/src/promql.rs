@@ -11,11 +11,13 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed as _, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use smallvec::{smallvec, SmallVec};
 
 use crate::endpoint::Endpoint;
+
+mod scan;
 
 /// One series of a matrix answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,49 +61,80 @@ pub fn decode_matrix(body: &[u8]) -> Result<Vec<RangeSeries<'_>>, DecodeError> {
 /// cluster's `isPartial`) is an error: some storage nodes did not answer, and a tick estimated
 /// from part of the fleet's data would be written once and never corrected.
 pub fn decode_answer(body: &[u8]) -> Result<Decoded<'_>, DecodeError> {
-    #[derive(Deserialize)]
-    struct Answer<'a> {
-        status: Cow<'a, str>,
-        #[serde(borrow, default)]
-        data: Option<Data<'a>>,
-        #[serde(default, rename = "errorType")]
-        error_type: Option<String>,
-        #[serde(default)]
-        error: Option<String>,
-        #[serde(default)]
-        warnings: Vec<String>,
-        #[serde(default, rename = "isPartial")]
-        is_partial: bool,
+    let mut series = Vec::new();
+    let warnings = decode_each(body, &mut |labels, points| {
+        series.push(RangeSeries {
+            labels: labels.into_vec(),
+            points,
+        })
+    })?;
+    Ok(Decoded { series, warnings })
+}
+
+/// A series' labels as [`decode_each`] hands them over: inline up to the four labels of a
+/// container series, so streaming a fleet's answer allocates nothing per series.
+pub type SeriesLabels<'a> = SmallVec<[(Cow<'a, str>, Cow<'a, str>); 4]>;
+
+/// [`decode_answer`] without collecting: each series goes to `each` as soon as it is read, and the
+/// answer's warnings are returned. At fleet scale (200,000 series) a vector of labels per series,
+/// and the series list itself, were a large part of decoding. On an error, series already handed
+/// over belong to an answer that is not to be used.
+pub fn decode_each<'a>(
+    body: &'a [u8],
+    each: &mut dyn FnMut(SeriesLabels<'a>, Points),
+) -> Result<Vec<String>, DecodeError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    AnswerSeed { each }
+        .deserialize(&mut de)
+        .and_then(|a| de.end().map(|()| a))
+        .map_err(DecodeError::Json)?
+        .checked()
+}
+
+/// [`decode_each`], reading the shape Prometheus writes (no escapes in strings, no unknown
+/// field) several times faster, and any other body with serde. `each` must take a series seen
+/// twice as once: when the fast reader meets something it does not read, part-way, serde reads
+/// the body again from the start.
+pub fn decode_each_fast<'a>(
+    body: &'a [u8],
+    each: &mut dyn FnMut(SeriesLabels<'a>, Points),
+) -> Result<Vec<String>, DecodeError> {
+    match scan::answer(body, each) {
+        Some(e) => AnswerFields {
+            status: Cow::Borrowed(e.status),
+            result_type: e.result_type.map(Cow::Borrowed),
+            error_type: None,
+            error: None,
+            warnings: e.warnings,
+            is_partial: e.is_partial,
+        }
+        .checked(),
+        None => decode_each(body, each),
     }
-    #[derive(Deserialize)]
-    struct Data<'a> {
-        #[serde(rename = "resultType")]
-        result_type: Cow<'a, str>,
-        #[serde(borrow)]
-        result: Vec<RangeSeries<'a>>,
+}
+
+impl AnswerFields<'_> {
+    /// The warnings of a successful, complete matrix or vector answer.
+    fn checked(self) -> Result<Vec<String>, DecodeError> {
+        if self.status != "success" {
+            return Err(DecodeError::Engine {
+                error_type: self.error_type.unwrap_or_default(),
+                error: self.error.unwrap_or_default(),
+            });
+        }
+        if self.is_partial {
+            return Err(DecodeError::Failure(QueryFailure::Partial(
+                self.warnings.join("; "),
+            )));
+        }
+        let result_type = self.result_type.ok_or(DecodeError::NoData)?;
+        if result_type != "matrix" && result_type != "vector" {
+            return Err(DecodeError::ResultType {
+                result_type: result_type.into_owned(),
+            });
+        }
+        Ok(self.warnings)
     }
-    let answer: Answer = serde_json::from_slice(body).map_err(DecodeError::Json)?;
-    if answer.status != "success" {
-        return Err(DecodeError::Engine {
-            error_type: answer.error_type.unwrap_or_default(),
-            error: answer.error.unwrap_or_default(),
-        });
-    }
-    if answer.is_partial {
-        return Err(DecodeError::Failure(QueryFailure::Partial(
-            answer.warnings.join("; "),
-        )));
-    }
-    let data = answer.data.ok_or(DecodeError::NoData)?;
-    if data.result_type != "matrix" && data.result_type != "vector" {
-        return Err(DecodeError::ResultType {
-            result_type: data.result_type.into_owned(),
-        });
-    }
-    Ok(Decoded {
-        series: data.result,
-        warnings: answer.warnings,
-    })
 }
 
 /// Why an answer body could not be used.
@@ -208,43 +241,228 @@ impl QueryFailure {
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for RangeSeries<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(SeriesVisitor(std::marker::PhantomData))
+/// The sink series are streamed to.
+type Each<'s, 'a> = &'s mut dyn FnMut(SeriesLabels<'a>, Points);
+
+/// What [`decode_each`] keeps of an answer besides its series.
+struct AnswerFields<'a> {
+    status: Cow<'a, str>,
+    /// `data.resultType`; `None` without `data`.
+    result_type: Option<Cow<'a, str>>,
+    error_type: Option<String>,
+    error: Option<String>,
+    warnings: Vec<String>,
+    is_partial: bool,
+}
+
+/// The answer object, `data.result` streamed to the sink (the fields and defaults of the API's
+/// envelope; unknown fields are ignored, a field given twice is an error).
+struct AnswerSeed<'s, 'a> {
+    each: Each<'s, 'a>,
+}
+
+impl<'de: 'a, 'a> de::DeserializeSeed<'de> for AnswerSeed<'_, 'a> {
+    type Value = AnswerFields<'a>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
     }
 }
 
-struct SeriesVisitor<'a>(std::marker::PhantomData<&'a ()>);
+/// `Err(duplicate_field)` when `slot` was set already.
+fn once<T, E: de::Error>(slot: &Option<T>, name: &'static str) -> Result<(), E> {
+    match slot {
+        Some(_) => Err(E::duplicate_field(name)),
+        None => Ok(()),
+    }
+}
 
-impl<'de: 'a, 'a> Visitor<'de> for SeriesVisitor<'a> {
-    type Value = RangeSeries<'a>;
+impl<'de: 'a, 'a> Visitor<'de> for AnswerSeed<'_, 'a> {
+    type Value = AnswerFields<'a>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a matrix series {metric, values}")
+        f.write_str("a query API answer")
     }
 
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
-        let mut out = RangeSeries {
-            labels: Vec::new(),
-            points: Points::new(),
-        };
-        // Not `Cow<str>`: serde's `Cow` always deserialises to an owned `String`, two allocations
-        // per series for "metric" and "values".
+        let mut status = None;
+        let mut data: Option<Option<Cow<'a, str>>> = None;
+        let mut error_type: Option<Option<String>> = None;
+        let mut error: Option<Option<String>> = None;
+        let mut warnings = None;
+        let mut is_partial = None;
         while let Some(key) = map.next_key::<BorrowedStr>()? {
             match key.0.as_ref() {
-                "metric" => out.labels = map.next_value::<Labels<'a>>()?.0,
-                "values" => out.points = map.next_value::<PointList>()?.0,
-                "value" => out.points = smallvec![map.next_value::<Point>()?.0],
+                "status" => {
+                    once(&status, "status")?;
+                    status = Some(map.next_value::<BorrowedStr>()?.0);
+                }
+                "data" => {
+                    once(&data, "data")?;
+                    data = Some(map.next_value_seed(DataSeed {
+                        each: &mut *self.each,
+                    })?);
+                }
+                "errorType" => {
+                    once(&error_type, "errorType")?;
+                    error_type = Some(map.next_value()?);
+                }
+                "error" => {
+                    once(&error, "error")?;
+                    error = Some(map.next_value()?);
+                }
+                "warnings" => {
+                    once(&warnings, "warnings")?;
+                    warnings = Some(map.next_value()?);
+                }
+                "isPartial" => {
+                    once(&is_partial, "isPartial")?;
+                    is_partial = Some(map.next_value()?);
+                }
                 _ => {
                     map.next_value::<de::IgnoredAny>()?;
                 }
             }
         }
-        Ok(out)
+        Ok(AnswerFields {
+            status: status.ok_or_else(|| de::Error::missing_field("status"))?,
+            result_type: data.flatten(),
+            error_type: error_type.flatten(),
+            error: error.flatten(),
+            warnings: warnings.unwrap_or_default(),
+            is_partial: is_partial.unwrap_or_default(),
+        })
     }
 }
 
-struct Labels<'a>(Vec<(Cow<'a, str>, Cow<'a, str>)>);
+/// `data` (or `null`): `resultType`, and `result` streamed to the sink.
+struct DataSeed<'s, 'a> {
+    each: Each<'s, 'a>,
+}
+
+impl<'de: 'a, 'a> de::DeserializeSeed<'de> for DataSeed<'_, 'a> {
+    type Value = Option<Cow<'a, str>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for DataSeed<'_, 'a> {
+    type Value = Option<Cow<'a, str>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("the answer's data {resultType, result}")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+        let mut result_type = None;
+        let mut result = None;
+        while let Some(key) = map.next_key::<BorrowedStr>()? {
+            match key.0.as_ref() {
+                "resultType" => {
+                    once(&result_type, "resultType")?;
+                    result_type = Some(map.next_value::<BorrowedStr>()?.0);
+                }
+                "result" => {
+                    once(&result, "result")?;
+                    result = Some(map.next_value_seed(ResultSeed {
+                        each: &mut *self.each,
+                    })?);
+                }
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        result.ok_or_else(|| de::Error::missing_field("result"))?;
+        result_type
+            .map(Some)
+            .ok_or_else(|| de::Error::missing_field("resultType"))
+    }
+}
+
+/// `data.result`: each series to the sink.
+struct ResultSeed<'s, 'a> {
+    each: Each<'s, 'a>,
+}
+
+impl<'de: 'a, 'a> de::DeserializeSeed<'de> for ResultSeed<'_, 'a> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for ResultSeed<'_, 'a> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of series")
+    }
+
+    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
+        while let Some(()) = seq.next_element_seed(SeriesSeed {
+            each: &mut *self.each,
+        })? {}
+        Ok(())
+    }
+}
+
+/// One series `{metric, values}` (or `{metric, value}`), handed to the sink.
+struct SeriesSeed<'s, 'a> {
+    each: Each<'s, 'a>,
+}
+
+impl<'de: 'a, 'a> de::DeserializeSeed<'de> for SeriesSeed<'_, 'a> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for SeriesSeed<'_, 'a> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a matrix series {metric, values}")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+        let mut labels = SeriesLabels::new();
+        let mut points = Points::new();
+        // Not `Cow<str>`: serde's `Cow` always deserialises to an owned `String`, two allocations
+        // per series for "metric" and "values".
+        while let Some(key) = map.next_key::<BorrowedStr>()? {
+            match key.0.as_ref() {
+                "metric" => labels = map.next_value::<Labels<'a>>()?.0,
+                "values" => points = map.next_value::<PointList>()?.0,
+                "value" => points = smallvec![map.next_value::<Point>()?.0],
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        (self.each)(labels, points);
+        Ok(())
+    }
+}
+
+struct Labels<'a>(SeriesLabels<'a>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Labels<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -255,7 +473,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Labels<'a> {
                 f.write_str("a label map")
             }
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
-                let mut labels = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                let mut labels = SeriesLabels::new();
                 while let Some((k, v)) = map.next_entry::<BorrowedStr, BorrowedStr>()? {
                     labels.push((k.0, v.0));
                 }
@@ -557,6 +775,79 @@ mod tests {
             detail: String::new(),
         };
         assert!(!unavailable.is_too_big());
+    }
+
+    /// Every series `decode_each_fast` hands over, in order, and the warnings (or the error).
+    fn fast(body: &[u8]) -> (Vec<RangeSeries<'_>>, Result<Vec<String>, String>) {
+        let mut got = Vec::new();
+        let result = decode_each_fast(body, &mut |labels, points| {
+            got.push(RangeSeries {
+                labels: labels.into_vec(),
+                points,
+            })
+        });
+        (got, result.map_err(|e| e.to_string()))
+    }
+
+    #[test]
+    fn the_fast_reader_decodes_as_serde_does() {
+        let bodies: [&[u8]; 10] = [
+            // Prometheus' own shape.
+            br#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"node":"a","container_id":"c1","pod_uid":"p","feature":"processes"},"values":[[1790000000.000,"3"],[1790000001.5,"NaN"],[1790000002.25,"+Inf"],[1790000003,"-1e-7"]]},{"metric":{},"values":[]}]}}"#,
+            // Whitespace, keys in another order, warnings, a vector.
+            b"{ \"data\" : {\"result\" : [ {\"value\" : [ 1700000000.125 , \"0.5\" ] ,\n\"metric\":{\"node\" :\"b\"} } ] , \"resultType\":\"vector\" } ,\r\n\t\"warnings\":[\"slow store\"],\"status\":\"success\",\"isPartial\":false }  ",
+            // Escapes and non-ASCII labels, unknown fields: serde reads them.
+            br#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"node":"a\"b","pod_uid":"\u00e9t\u00e9","x":"\u00e9"},"values":[[1.5,"1"]]}]},"infos":["i"]}"#,
+            // Timestamps the fast reader leaves to serde.
+            br#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"n":"1"},"values":[[1790000000.0005,"1"],[1.79e9,"2"],[-0.001,"3"],[123456789012.5,"4"]]}]}}"#,
+            br#"{"status":"success","isPartial":true,"warnings":["store down"],"data":{"resultType":"matrix","result":[]}}"#,
+            br#"{"status":"error","errorType":"bad_data","error":"parse error"}"#,
+            br#"{"status":"success","data":{"resultType":"scalar","result":[]}}"#,
+            br#"{"status":"success","data":null}"#,
+            // Invalid JSON: a leading zero, a cut body.
+            br#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[01,"1"]]}]}}"#,
+            br#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"]]}"#,
+        ];
+        for body in bodies {
+            let text = String::from_utf8_lossy(body);
+            let serde = decode_answer(body).map_err(|e| e.to_string());
+            let (series, result) = fast(body);
+            match serde {
+                Ok(d) => {
+                    assert_eq!(result.as_ref(), Ok(&d.warnings), "{text}");
+                    // A body the fast reader gave up on part-way is read again from the start.
+                    let again = &series[series.len() - d.series.len()..];
+                    assert_eq!(format!("{again:?}"), format!("{:?}", d.series), "{text}");
+                }
+                Err(e) => assert_eq!(result, Err(e), "{text}"),
+            }
+        }
+        // The fast reader read the common shape itself: each series once.
+        assert_eq!(fast(bodies[0]).0.len(), 2);
+        assert_eq!(fast(bodies[1]).0.len(), 1);
+    }
+
+    #[test]
+    fn the_fast_reader_rounds_timestamps_as_serde_does() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..20_000u64 {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            let seconds = state >> 28 & ((1 << 36) - 1);
+            let millis = state % 1000;
+            let t = match i % 4 {
+                0 => format!("{seconds}.{millis:03}"),
+                1 => format!("{seconds}.{}", millis / 10),
+                2 => format!("{seconds}.{}", millis / 100),
+                _ => format!("{seconds}"),
+            };
+            let body = format!(
+                r#"{{"status":"success","data":{{"resultType":"matrix","result":[{{"metric":{{}},"values":[[{t},"1"]]}}]}}}}"#
+            );
+            let serde = decode_matrix(body.as_bytes()).unwrap();
+            assert_eq!(fast(body.as_bytes()).0, serde, "{t}");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! Container series may come from several sources (`cgroup`, `bpf`, `perf`) measuring the same
 //! quantity: `max by` over the source keeps one of them instead of adding them up.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +25,7 @@ pub use greenpipe_common::feature_queries::{
 };
 use greenpipe_common::feature_queries::{selector, CONTAINER_KEYS};
 
-use crate::promql::RangeSeries;
+use crate::promql::{decode_each_fast, DecodeError, RangeSeries, SeriesLabels};
 use crate::shard::Shard;
 
 /// Value of the `feature` label carrying a container's process count (not a model feature).
@@ -196,30 +197,303 @@ impl QuerySet {
 /// Prometheus, and foldhash's random seed still spreads them per process.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// A container's features and process count per tick slot (`None`: no data at that tick).
-type ContainerSlots = Vec<Option<(FeatureValues, Option<f64>)>>;
+/// A container's features and process count at one tick slot (`None`: no data at that tick).
+type Slot = Option<(FeatureValues, Option<f64>)>;
 
-#[derive(Default)]
+/// A container as its series came: id, pod UID, and where its slots start in the read's arena.
+struct Entry<'a> {
+    id: Cow<'a, str>,
+    pod: Cow<'a, str>,
+    slots: usize,
+}
+
+/// A container of a read: id and pod UID (shared by its ticks) and where its slots start.
+type SharedContainer = (Arc<str>, Arc<str>, usize);
+
 struct NodeAcc<'a> {
+    name: Cow<'a, str>,
     labels: BTreeMap<String, String>,
     features: Vec<Option<FeatureValues>>,
     meter: Vec<Option<f64>>,
     cpus: Vec<Option<f64>>,
-    // Keys borrow from the answer body: no allocation per series.
-    containers: FastMap<(&'a str, &'a str), ContainerSlots>,
+    // In the order the series came, consecutive series of one container merged; sorted (and any
+    // container whose series were apart merged) once per read. Prometheus answers in label order,
+    // so a container's features come one after the other: no hashing of the 100-byte
+    // (id, pod UID) key per series, which was most of assembling a fleet's tick.
+    containers: Vec<Entry<'a>>,
 }
 
-/// A container of a read: id and pod UID (shared by its ticks) and its slots.
-type SharedContainer<'s> = (Arc<str>, Arc<str>, &'s ContainerSlots);
+/// The answers of one range query set, accumulated series by series (streamed from the bodies by
+/// [`Assembly::containers_from`], or from decoded series by [`assemble`]) and turned into ticks by
+/// [`Assembly::ticks`]; only this shard's nodes are kept.
+pub struct Assembly<'a> {
+    start_ms: i64,
+    step_ms: i64,
+    tick_count: usize,
+    shard: Shard,
+    /// Node name → its index in `nodes`, `None` for another shard's node.
+    index: FastMap<Cow<'a, str>, Option<usize>>,
+    /// The node of the previous series: consecutive series are mostly of one node.
+    last: Option<(Cow<'a, str>, Option<usize>)>,
+    nodes: Vec<NodeAcc<'a>>,
+    /// `tick_count` slots per container entry.
+    slots: Vec<Slot>,
+}
 
-/// A node's containers in (id, pod UID) order, the order [`NodeUsage::containers`] promises.
-fn sorted_containers<'s>(acc: &'s NodeAcc<'_>) -> Vec<SharedContainer<'s>> {
-    let mut found: Vec<_> = acc.containers.iter().collect();
-    found.sort_unstable_by_key(|(key, _)| **key);
-    found
-        .into_iter()
-        .map(|((id, pod), slots)| (Arc::from(*id), Arc::from(*pod), slots))
-        .collect()
+/// The value of label `name` (first occurrence), `""` when absent.
+fn value<'l, 'a>(labels: &'l [(Cow<'a, str>, Cow<'a, str>)], name: &str) -> &'l Cow<'a, str> {
+    const NONE: &Cow<'_, str> = &Cow::Borrowed("");
+    labels
+        .iter()
+        .find(|(k, _)| k == name)
+        .map_or(NONE, |(_, v)| v)
+}
+
+/// [`value`], moved out of the labels.
+fn take<'a>(labels: &mut [(Cow<'a, str>, Cow<'a, str>)], name: &str) -> Cow<'a, str> {
+    labels
+        .iter_mut()
+        .find(|(k, _)| k == name)
+        .map_or(Cow::Borrowed(""), |(_, v)| std::mem::take(v))
+}
+
+/// Sets in `into` what `from` holds: a later series' values over an earlier one's.
+fn merge(into: &mut Slot, from: &Slot) {
+    if let Some((features, processes)) = from {
+        let (values, count) = into.get_or_insert_with(Default::default);
+        for (v, f) in values.0.iter_mut().zip(features.0) {
+            if f.is_some() {
+                *v = f;
+            }
+        }
+        if processes.is_some() {
+            *count = *processes;
+        }
+    }
+}
+
+impl<'a> Assembly<'a> {
+    /// An empty read of `tick_count` ticks from `start_ms`, `step_ms` apart, for `shard`.
+    pub fn new(start_ms: i64, step_ms: i64, tick_count: usize, shard: Shard) -> Assembly<'a> {
+        Assembly {
+            start_ms,
+            step_ms,
+            tick_count,
+            shard,
+            index: FastMap::default(),
+            last: None,
+            nodes: Vec::new(),
+            slots: Vec::new(),
+        }
+    }
+
+    /// Which tick a point at `t` belongs to (none: not one of this read's evaluation times).
+    fn slot(&self) -> impl Fn(i64) -> Option<usize> {
+        let (start_ms, step_ms, tick_count) = (self.start_ms, self.step_ms, self.tick_count);
+        move |t| {
+            let d = t - start_ms;
+            (d >= 0 && d % step_ms == 0 && ((d / step_ms) as usize) < tick_count)
+                .then_some((d / step_ms) as usize)
+        }
+    }
+
+    /// The index of node `name`, added on first sight; `None` for another shard's node.
+    fn node(&mut self, name: Cow<'a, str>) -> Option<usize> {
+        if let Some((last, i)) = &self.last {
+            if *last == name {
+                return *i;
+            }
+        }
+        let i = match self.index.get(name.as_ref()) {
+            Some(i) => *i,
+            None => {
+                let i = self.shard.owns(&name).then(|| {
+                    self.nodes.push(NodeAcc {
+                        name: name.clone(),
+                        labels: BTreeMap::new(),
+                        features: Vec::new(),
+                        meter: Vec::new(),
+                        cpus: Vec::new(),
+                        containers: Vec::new(),
+                    });
+                    self.nodes.len() - 1
+                });
+                self.index.insert(name.clone(), i);
+                i
+            }
+        };
+        self.last = Some((name, i));
+        i
+    }
+
+    /// A series of the node answer.
+    pub fn node_series(&mut self, s: &'a RangeSeries<'a>) {
+        let Some(n) = self.node(Cow::Borrowed(s.label(label::NODE))) else {
+            return;
+        };
+        let tag = s.label(label::FEATURE);
+        let tick_count = self.tick_count;
+        let slot = self.slot();
+        let slots = s.points.iter().map(|&(t, v)| (slot(t), v));
+        let entry = &mut self.nodes[n];
+        let per_tick = match tag {
+            METER_WATTS => Some(&mut entry.meter),
+            NODE_CPUS => Some(&mut entry.cpus),
+            _ => None,
+        };
+        if let Some(values) = per_tick {
+            values.resize(tick_count, None);
+            for (i, v) in slots {
+                if let Some(i) = i {
+                    values[i] = Some(v);
+                }
+            }
+            return;
+        }
+        let Some(feature) = Feature::from_column(tag) else {
+            return;
+        };
+        entry.features.resize(tick_count, None);
+        for (i, v) in slots {
+            if let Some(i) = i {
+                entry.features[i]
+                    .get_or_insert_with(FeatureValues::default)
+                    .set(feature, Some(v));
+            }
+        }
+    }
+
+    /// A series of the container answer.
+    pub fn container_series(&mut self, mut labels: SeriesLabels<'a>, points: &[(i64, f64)]) {
+        let tag = value(&labels, label::FEATURE);
+        let feature = Feature::from_column(tag);
+        if feature.is_none() && tag != PROCESSES {
+            return;
+        }
+        let Some(n) = self.node(take(&mut labels, label::NODE)) else {
+            return;
+        };
+        let (id, pod) = (
+            take(&mut labels, label::CONTAINER_ID),
+            take(&mut labels, label::POD_UID),
+        );
+        let containers = &mut self.nodes[n].containers;
+        let first = match containers.last() {
+            Some(e) if e.id == id && e.pod == pod => e.slots,
+            _ => {
+                let first = self.slots.len();
+                self.slots.resize(first + self.tick_count, None);
+                containers.push(Entry {
+                    id,
+                    pod,
+                    slots: first,
+                });
+                first
+            }
+        };
+        let slot = self.slot();
+        for &(t, v) in points {
+            if let Some(i) = slot(t) {
+                let (values, processes) =
+                    self.slots[first + i].get_or_insert_with(Default::default);
+                match feature {
+                    Some(f) => values.set(f, Some(v)),
+                    None => *processes = Some(v),
+                }
+            }
+        }
+    }
+
+    /// Streams the container answer's body into the assembly; returns the answer's warnings.
+    /// On an error the assembly holds part of an answer and is not to be used. (A series read
+    /// twice, see [`decode_each_fast`], sets the same values again.)
+    pub fn containers_from(&mut self, body: &'a [u8]) -> Result<Vec<String>, DecodeError> {
+        decode_each_fast(body, &mut |labels, points| {
+            self.container_series(labels, &points)
+        })
+    }
+
+    /// The node labels answer (read after the others: it only labels nodes that have data).
+    pub fn node_labels(&mut self, series: &[RangeSeries<'_>]) {
+        for s in series {
+            if let Some(Some(n)) = self.index.get(s.label(label::NODE)) {
+                self.nodes[*n].labels = s
+                    .labels
+                    .iter()
+                    .filter(|(k, _)| k != label::NODE)
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+            }
+        }
+    }
+
+    /// The ticks: nodes that had data at each, in name order, their containers in (id, pod UID)
+    /// order.
+    pub fn ticks(mut self) -> Vec<Tick> {
+        let tick_count = self.tick_count;
+        let mut order: Vec<usize> = (0..self.nodes.len()).collect();
+        order.sort_unstable_by(|&a, &b| self.nodes[a].name.cmp(&self.nodes[b].name));
+        // Sorted and made shareable once per read, not once per tick.
+        let shared: Vec<Vec<SharedContainer>> = order
+            .iter()
+            .map(|&n| {
+                let containers = &mut self.nodes[n].containers;
+                // Stable: a container whose series came apart keeps their order when merged.
+                containers.sort_by(|a, b| (&a.id, &a.pod).cmp(&(&b.id, &b.pod)));
+                let mut out: Vec<SharedContainer> = Vec::with_capacity(containers.len());
+                let mut kept: Option<&Entry> = None;
+                for e in containers.iter() {
+                    if let Some(k) = kept.filter(|k| k.id == e.id && k.pod == e.pod) {
+                        for i in 0..tick_count {
+                            let from = self.slots[e.slots + i];
+                            merge(&mut self.slots[k.slots + i], &from);
+                        }
+                        continue;
+                    }
+                    kept = Some(e);
+                    out.push((Arc::from(e.id.as_ref()), Arc::from(e.pod.as_ref()), e.slots));
+                }
+                out
+            })
+            .collect();
+        let slots = &self.slots;
+        (0..tick_count)
+            .map(|i| Tick {
+                timestamp_ms: self.start_ms + i as i64 * self.step_ms,
+                nodes: order
+                    .iter()
+                    .zip(&shared)
+                    .filter_map(|(&n, sorted)| {
+                        let acc = &self.nodes[n];
+                        let node_features = acc.features.get(i).copied().flatten();
+                        let containers: Vec<ContainerUsage> = sorted
+                            .iter()
+                            .filter_map(|(id, pod, first)| {
+                                let (features, processes) = slots[first + i]?;
+                                Some(ContainerUsage {
+                                    container_id: Arc::clone(id),
+                                    pod_uid: Arc::clone(pod),
+                                    features,
+                                    processes,
+                                })
+                            })
+                            .collect();
+                        if node_features.is_none() && containers.is_empty() {
+                            return None;
+                        }
+                        Some(NodeUsage {
+                            node: acc.name.to_string(),
+                            labels: acc.labels.clone(),
+                            features: node_features.unwrap_or_default(),
+                            meter_watts: acc.meter.get(i).copied().flatten(),
+                            cpus: acc.cpus.get(i).copied().flatten(),
+                            containers,
+                        })
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
 }
 
 /// Turns the answers of one range query set into per-tick data, keeping only this shard's nodes.
@@ -233,127 +507,25 @@ pub fn assemble<'a>(
     node_labels: &[RangeSeries<'_>],
     shard: Shard,
 ) -> Vec<Tick> {
-    let slot = |t: i64| -> Option<usize> {
-        let d = t - start_ms;
-        (d >= 0 && d % step_ms == 0 && ((d / step_ms) as usize) < tick_count)
-            .then_some((d / step_ms) as usize)
-    };
-    let mut nodes: FastMap<&str, NodeAcc> = FastMap::default();
-    let acc = |name: &'a str| -> Option<&'a str> { shard.owns(name).then_some(name) };
+    let mut assembly = Assembly::new(start_ms, step_ms, tick_count, shard);
     for s in node {
-        let Some(name) = acc(s.label(label::NODE)) else {
-            continue;
-        };
-        let tag = s.label(label::FEATURE);
-        let entry = nodes.entry(name).or_default();
-        let per_tick = match tag {
-            METER_WATTS => Some(&mut entry.meter),
-            NODE_CPUS => Some(&mut entry.cpus),
-            _ => None,
-        };
-        if let Some(values) = per_tick {
-            values.resize(tick_count, None);
-            for &(t, v) in &s.points {
-                if let Some(i) = slot(t) {
-                    values[i] = Some(v);
-                }
-            }
-            continue;
-        }
-        let Some(feature) = Feature::from_column(tag) else {
-            continue;
-        };
-        entry.features.resize(tick_count, None);
-        for &(t, v) in &s.points {
-            if let Some(i) = slot(t) {
-                entry.features[i]
-                    .get_or_insert_with(FeatureValues::default)
-                    .set(feature, Some(v));
-            }
-        }
+        assembly.node_series(s);
     }
     for s in container {
-        let Some(name) = acc(s.label(label::NODE)) else {
-            continue;
-        };
-        let tag = s.label(label::FEATURE);
-        let feature = Feature::from_column(tag);
-        if feature.is_none() && tag != PROCESSES {
-            continue;
-        }
-        let key = (s.label(label::CONTAINER_ID), s.label(label::POD_UID));
-        let entry = nodes.entry(name).or_default();
-        let slots = entry.containers.entry(key).or_default();
-        slots.resize(tick_count, None);
-        for &(t, v) in &s.points {
-            if let Some(i) = slot(t) {
-                let (values, processes) = slots[i].get_or_insert_with(Default::default);
-                match feature {
-                    Some(f) => values.set(f, Some(v)),
-                    None => *processes = Some(v),
-                }
-            }
-        }
+        let labels = s
+            .labels
+            .iter()
+            .map(|(k, v)| (Cow::Borrowed(k.as_ref()), Cow::Borrowed(v.as_ref())))
+            .collect();
+        assembly.container_series(labels, &s.points);
     }
-    for s in node_labels {
-        if let Some(entry) = nodes.get_mut(s.label(label::NODE)) {
-            entry.labels = s
-                .labels
-                .iter()
-                .filter(|(k, _)| k != label::NODE)
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-        }
-    }
-    let mut names: Vec<&str> = nodes.keys().copied().collect();
-    names.sort_unstable();
-    // Sorted and made shareable once per read, not once per tick.
-    let sorted: Vec<Vec<SharedContainer>> = names
-        .iter()
-        .map(|name| sorted_containers(&nodes[name]))
-        .collect();
-    (0..tick_count)
-        .map(|i| Tick {
-            timestamp_ms: start_ms + i as i64 * step_ms,
-            nodes: names
-                .iter()
-                .zip(&sorted)
-                .filter_map(|(name, sorted)| {
-                    let acc = &nodes[name];
-                    let node_features = acc.features.get(i).copied().flatten();
-                    let containers: Vec<ContainerUsage> = sorted
-                        .iter()
-                        .filter_map(|(id, pod, slots)| {
-                            let (features, processes) = slots.get(i).copied().flatten()?;
-                            Some(ContainerUsage {
-                                container_id: Arc::clone(id),
-                                pod_uid: Arc::clone(pod),
-                                features,
-                                processes,
-                            })
-                        })
-                        .collect();
-                    if node_features.is_none() && containers.is_empty() {
-                        return None;
-                    }
-                    Some(NodeUsage {
-                        node: name.to_string(),
-                        labels: acc.labels.clone(),
-                        features: node_features.unwrap_or_default(),
-                        meter_watts: acc.meter.get(i).copied().flatten(),
-                        cpus: acc.cpus.get(i).copied().flatten(),
-                        containers,
-                    })
-                })
-                .collect(),
-        })
-        .collect()
+    assembly.node_labels(node_labels);
+    assembly.ticks()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::borrow::Cow;
 
     fn series<'a>(labels: &[(&'a str, &'a str)], points: &[(i64, f64)]) -> RangeSeries<'a> {
         RangeSeries {
@@ -406,6 +578,67 @@ mod tests {
             assert_eq!(text.matches(m.as_str()).count(), names, "{text}");
         }
         assert!(node_list_query(Duration::from_secs(65)).contains("[65000ms]"));
+    }
+
+    #[test]
+    fn a_container_whose_series_come_apart_or_twice_is_one_container() {
+        let c = |node: &'static str, id: &'static str, tag: &'static str, v: f64| {
+            series(
+                &[
+                    ("node", node),
+                    ("container_id", id),
+                    ("pod_uid", "p"),
+                    ("feature", tag),
+                ],
+                &[(1000, v)],
+            )
+        };
+        // As Prometheus orders them (container id first): system's series are apart.
+        let apart = vec![
+            c("a", "c1", "cpu_seconds_per_second", 0.5),
+            c("a", "c1", "processes", 2.0),
+            c("a", "system", "cpu_seconds_per_second", 0.1),
+            c("b", "system", "cpu_seconds_per_second", 0.2),
+            c("a", "system", "processes", 7.0),
+            c("b", "system", "processes", 8.0),
+        ];
+        let once = assemble(1000, 1000, 1, &[], &apart, &[], Shard::ALL);
+        // Read again from the start after part of it (a body the fast reader gave up on).
+        let mut twice = apart.clone();
+        twice.extend(apart[..3].iter().cloned());
+        twice.extend(apart.iter().cloned());
+        assert_eq!(assemble(1000, 1000, 1, &[], &twice, &[], Shard::ALL), once);
+        let nodes = &once[0].nodes;
+        assert_eq!(nodes.len(), 2);
+        let ids: Vec<&str> = nodes[0]
+            .containers
+            .iter()
+            .map(|c| &*c.container_id)
+            .collect();
+        assert_eq!(ids, ["c1", "system"]);
+        let system = &nodes[1].containers[0];
+        assert_eq!(
+            (
+                system.features.get(Feature::CpuSecondsPerSecond),
+                system.processes
+            ),
+            (Some(0.2), Some(8.0))
+        );
+    }
+
+    #[test]
+    fn a_body_decodes_into_the_assembly_as_decoded_series_do() {
+        let body = br#"{"status":"success","data":{"resultType":"matrix","result":[
+            {"metric":{"node":"b","container_id":"c2","pod_uid":"q","feature":"processes"},"values":[[1,"1"],[2,"2"]]},
+            {"metric":{"node":"a","container_id":"c1","pod_uid":"p","feature":"cpu_seconds_per_second"},"values":[[2,"0.5"]]},
+            {"metric":{"node":"a","container_id":"c1","pod_uid":"p","feature":"processes"},"values":[[1,"3"]]}]}}"#;
+        let decoded = crate::promql::decode_matrix(body).unwrap();
+        let reference = assemble(1000, 1000, 2, &[], &decoded, &[], Shard::ALL);
+        let mut assembly = Assembly::new(1000, 1000, 2, Shard::ALL);
+        assert!(assembly.containers_from(body).unwrap().is_empty());
+        assembly.node_labels(&[]);
+        assert_eq!(assembly.ticks(), reference);
+        assert_eq!(reference[1].nodes.len(), 2);
     }
 
     #[test]

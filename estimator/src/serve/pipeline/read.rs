@@ -12,7 +12,7 @@ use super::{queries_for, MarkerError, Pipeline};
 use crate::promql::{
     decode_answer, decode_matrix, Answer, DecodeError, Prometheus, QueryError, QueryFailure,
 };
-use crate::readout::{assemble, node_list_query, node_matcher, QuerySet, Tick};
+use crate::readout::{assemble, node_list_query, node_matcher, Assembly, QuerySet, Tick};
 
 /// Which series of the source one read selects.
 enum Scope {
@@ -130,20 +130,19 @@ impl Pipeline {
             labels,
         )?;
         let node = self.decode("node_features", &node)?;
-        let container = self.decode("container_features", &container)?;
+        let mut assembly = Assembly::new(first, step.as_millis() as i64, count, self.config.shard);
+        for s in &node {
+            assembly.node_series(s);
+        }
+        // The fleet's largest answer is decoded straight into the assembly, series by series.
+        let warnings = self.outcome("container_features", assembly.containers_from(&container))?;
+        self.warned("container_features", &warnings);
         let labels = match &labels {
             Some(body) => self.decode("node_labels", body)?,
             None => Vec::new(),
         };
-        Ok(assemble(
-            first,
-            step.as_millis() as i64,
-            count,
-            &node,
-            &container,
-            &labels,
-            self.config.shard,
-        ))
+        assembly.node_labels(&labels);
+        Ok(assembly.ticks())
     }
 
     /// Decodes an answer, counting (and logging) the warnings the engine attached.
@@ -153,14 +152,19 @@ impl Pipeline {
         body: &'b [u8],
     ) -> Result<Vec<crate::promql::RangeSeries<'b>>, ReadError> {
         let decoded = self.outcome(name, decode_answer(body))?;
-        if !decoded.warnings.is_empty() {
-            warn!(query = name, warnings = ?decoded.warnings, "the engine attached warnings");
+        self.warned(name, &decoded.warnings);
+        Ok(decoded.series)
+    }
+
+    /// Counts (and logs) the warnings the engine attached to the answer of `name`.
+    fn warned(&self, name: &str, warnings: &[String]) {
+        if !warnings.is_empty() {
+            warn!(query = name, ?warnings, "the engine attached warnings");
             self.telemetry
                 .query_warnings
                 .with_label_values(&[name])
-                .inc_by(decoded.warnings.len() as u64);
+                .inc_by(warnings.len() as u64);
         }
-        Ok(decoded.series)
     }
 
     async fn query_source(
