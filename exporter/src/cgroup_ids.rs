@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use greenpipe_common::container_id::{from_cgroup_path, ContainerRef};
 
+use crate::cgroup_watch::TreeWatch;
+
 /// The mount point of the cgroup v2 hierarchy under `cgroupfs`, if there is one.
 pub fn v2_root(cgroupfs: &Path) -> Option<PathBuf> {
     [cgroupfs.to_path_buf(), cgroupfs.join("unified")]
@@ -59,6 +61,7 @@ pub struct CgroupEntry {
 pub struct CgroupIndex {
     root: PathBuf,
     by_id: HashMap<u64, CgroupEntry>,
+    watch: TreeWatch,
 }
 
 impl CgroupIndex {
@@ -67,6 +70,7 @@ impl CgroupIndex {
         CgroupIndex {
             root,
             by_id: HashMap::new(),
+            watch: TreeWatch::new(),
         }
     }
 
@@ -75,9 +79,24 @@ impl CgroupIndex {
         &self.root
     }
 
+    /// Whether a cgroup was made, removed or renamed since the last walk (or the tree was never
+    /// walked, or changes cannot be seen: [`TreeWatch`]).
+    pub fn changed(&mut self) -> bool {
+        self.watch.changed()
+    }
+
     /// Re-reads the whole tree. Directory inode numbers come from `readdir` (no `stat` per
     /// cgroup), so a walk costs one `getdents` per cgroup.
     pub fn walk(&mut self) -> io::Result<()> {
+        self.watch.walking();
+        let walked = self.walk_tree();
+        if walked.is_err() {
+            self.watch.walk_failed();
+        }
+        walked
+    }
+
+    fn walk_tree(&mut self) -> io::Result<()> {
         let mut by_id = HashMap::with_capacity(self.by_id.len().max(64));
         let root_id = std::fs::metadata(&self.root)?.ino();
         by_id.insert(
@@ -89,6 +108,7 @@ impl CgroupIndex {
         );
         let mut stack = vec![(self.root.clone(), String::new())];
         while let Some((dir, rel)) = stack.pop() {
+            self.watch.watch(&dir);
             let entries = match std::fs::read_dir(&dir) {
                 Ok(e) => e,
                 // Removed while we walked: it is simply not live any more.

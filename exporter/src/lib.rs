@@ -10,6 +10,7 @@
 pub mod board;
 pub mod bpf;
 pub mod cgroup_ids;
+pub mod cgroup_watch;
 pub mod collector;
 pub mod config;
 pub mod http;

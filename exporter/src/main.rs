@@ -8,7 +8,7 @@ use greenpipe_common::contract;
 use greenpipe_exporter::config::{Command, Config, ConfigError};
 use greenpipe_exporter::push::Push;
 use greenpipe_exporter::sampler::{Published, Sampler};
-use greenpipe_exporter::{board, http, meter};
+use greenpipe_exporter::{board, http, meter, selfstat};
 use tracing::info;
 
 fn main() {
@@ -62,9 +62,12 @@ fn serve(config: Config) -> anyhow::Result<()> {
     let web = greenpipe_web::load(config.web_config_file.as_deref())?;
     info!(node = %config.node_name, collectors = ?config.collectors, interval = ?config.interval, "starting");
     let mut sampler = Sampler::new(config)?;
-    // One worker thread is plenty for scrapes and pushes and keeps the footprint small on a Pi.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+    // Building the collectors (the eBPF load above all) is the footprint's peak; what it freed
+    // leaves the resident set here.
+    selfstat::release_freed_heap();
+    // Scrapes copy a published buffer and the push's sender mostly waits: the main thread runs
+    // both (the server's block_on below drives the sender task too), with no worker thread.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let push = match &sampler.config().push {
@@ -100,6 +103,7 @@ fn serve(config: Config) -> anyhow::Result<()> {
         anyhow::Ok(())
     })?;
     stop.store(true, Ordering::Relaxed);
+    sampler_thread.thread().unpark();
     let _ = sampler_thread.join();
     if let Some(push) = push {
         // The last ticks go to disk; the next start sends them.

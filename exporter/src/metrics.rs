@@ -1,15 +1,16 @@
 //! An in-memory sample: metric families built by the collectors during one tick.
 //!
 //! Collectors push values with their own labels; the `node` label is added once at encoding.
-//! Encoding uses the `prometheus` crate's text encoder so escaping and the exposition format are
-//! the reference implementation's, not ours.
+//! The text is written straight from the set, byte for byte what the `prometheus` crate's
+//! `TextEncoder` writes (a unit test holds the two equal, escapes and odd values included):
+//! going through its protobuf structs cost two more string copies per label and a third of a
+//! collection cycle's instructions (docs/benchmarks.md).
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 
 use greenpipe_common::contract::{self, Type};
 use greenpipe_common::names::label;
-use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
-use prometheus::{Encoder, TextEncoder};
 
 /// One series: label pairs (without `node`) and a value.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,60 +110,75 @@ impl MetricSet {
 
     /// Encodes the set in the Prometheus text format, adding `node="<node>"` to every series.
     pub fn encode_text(&self, node: &str) -> Vec<u8> {
-        let families: Vec<MetricFamily> = self
-            .families
-            .iter()
-            .map(|(name, fam)| to_proto(name, fam, node))
-            .collect();
-        let mut buf = Vec::with_capacity(64 * self.len() + 1024);
-        TextEncoder::new()
-            .encode(&families, &mut buf)
-            .expect("encoding into a Vec cannot fail for well-formed families");
+        let mut buf = Vec::with_capacity(96 * self.len() + 1024);
+        let mut node_label = Vec::with_capacity(node.len() + 16);
+        node_label.extend_from_slice(b"{");
+        node_label.extend_from_slice(label::NODE.as_bytes());
+        node_label.extend_from_slice(b"=\"");
+        escape_into(&mut node_label, node, true);
+        node_label.extend_from_slice(b"\"");
+        for (name, fam) in &self.families {
+            if !fam.declared.help.is_empty() {
+                buf.extend_from_slice(b"# HELP ");
+                buf.extend_from_slice(name.as_bytes());
+                buf.push(b' ');
+                escape_into(&mut buf, fam.declared.help, false);
+                buf.push(b'\n');
+            }
+            buf.extend_from_slice(b"# TYPE ");
+            buf.extend_from_slice(name.as_bytes());
+            buf.extend_from_slice(match fam.declared.kind {
+                Type::Counter => b" counter\n",
+                Type::Gauge | Type::Histogram => b" gauge\n",
+            });
+            for s in &fam.series {
+                buf.extend_from_slice(name.as_bytes());
+                buf.extend_from_slice(&node_label);
+                for (k, v) in &s.labels {
+                    buf.push(b',');
+                    buf.extend_from_slice(k.as_bytes());
+                    buf.extend_from_slice(b"=\"");
+                    escape_into(&mut buf, v, true);
+                    buf.push(b'"');
+                }
+                buf.extend_from_slice(b"} ");
+                write_value(&mut buf, s.value);
+                buf.push(b'\n');
+            }
+        }
         buf
     }
 }
 
-fn to_proto(name: &str, fam: &Family, node: &str) -> MetricFamily {
-    let mut mf = MetricFamily::default();
-    mf.set_name(name.to_string());
-    mf.set_help(fam.declared.help.to_string());
-    mf.set_field_type(match fam.declared.kind {
-        Type::Counter => MetricType::COUNTER,
-        Type::Gauge | Type::Histogram => MetricType::GAUGE,
-    });
-    let metrics = fam
-        .series
-        .iter()
-        .map(|s| {
-            let mut m = Metric::default();
-            let mut labels = Vec::with_capacity(s.labels.len() + 1);
-            labels.push(pair(label::NODE, node));
-            labels.extend(s.labels.iter().map(|(k, v)| pair(k, v)));
-            m.set_label(labels);
-            match fam.declared.kind {
-                Type::Counter => {
-                    let mut c = Counter::default();
-                    c.set_value(s.value);
-                    m.set_counter(c);
-                }
-                Type::Gauge | Type::Histogram => {
-                    let mut g = Gauge::default();
-                    g.set_value(s.value);
-                    m.set_gauge(g);
-                }
-            }
-            m
-        })
-        .collect();
-    mf.set_metric(metrics);
-    mf
+/// Appends `v` as f64's Display writes it (the crate's `value.to_string()`), without a String.
+/// Most values of a sample are integers (bytes, counts, processes): those go through `itoa`,
+/// which writes the same digits without the float formatting machinery.
+fn write_value(buf: &mut Vec<u8>, v: f64) {
+    // Below 2^53 every integer is exact; -0.0 prints as "-0".
+    if v.fract() == 0.0 && v.abs() < 9e15 && !(v == 0.0 && v.is_sign_negative()) {
+        buf.extend_from_slice(itoa::Buffer::new().format(v as i64).as_bytes());
+    } else {
+        write!(buf, "{v}").expect("writing into a Vec cannot fail");
+    }
 }
 
-fn pair(name: &str, value: &str) -> LabelPair {
-    let mut p = LabelPair::default();
-    p.set_name(name.to_string());
-    p.set_value(value.to_string());
-    p
+/// Appends `v` escaped as the exposition format (and the `prometheus` crate) escapes it:
+/// backslash and newline always, the double quote in label values.
+fn escape_into(buf: &mut Vec<u8>, v: &str, label_value: bool) {
+    let bytes = v.as_bytes();
+    let mut plain = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escaped: &[u8] = match b {
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'"' if label_value => b"\\\"",
+            _ => continue,
+        };
+        buf.extend_from_slice(&bytes[plain..i]);
+        buf.extend_from_slice(escaped);
+        plain = i + 1;
+    }
+    buf.extend_from_slice(&bytes[plain..]);
 }
 
 #[cfg(test)]
@@ -198,6 +214,101 @@ mod tests {
             text.contains("greenpipe_node_cpus{node=\"pi-1\"} 1.5"),
             "{text}"
         );
+    }
+
+    /// The set as the `prometheus` crate's protobuf structs, for its `TextEncoder`.
+    fn reference_text(set: &MetricSet, node: &str) -> Vec<u8> {
+        use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
+        use prometheus::Encoder as _;
+        let pair = |name: &str, value: &str| {
+            let mut p = LabelPair::default();
+            p.set_name(name.to_string());
+            p.set_value(value.to_string());
+            p
+        };
+        let families: Vec<MetricFamily> = set
+            .families()
+            .map(|(name, fam)| {
+                let mut mf = MetricFamily::default();
+                mf.set_name(name.to_string());
+                mf.set_help(fam.declared.help.to_string());
+                let counter = fam.declared.kind == Type::Counter;
+                mf.set_field_type(if counter {
+                    MetricType::COUNTER
+                } else {
+                    MetricType::GAUGE
+                });
+                let metrics = fam.series.iter().map(|s| {
+                    let mut m = Metric::default();
+                    let mut labels = vec![pair(label::NODE, node)];
+                    labels.extend(s.labels.iter().map(|(k, v)| pair(k, v)));
+                    m.set_label(labels);
+                    if counter {
+                        let mut c = Counter::default();
+                        c.set_value(s.value);
+                        m.set_counter(c);
+                    } else {
+                        let mut g = Gauge::default();
+                        g.set_value(s.value);
+                        m.set_gauge(g);
+                    }
+                    m
+                });
+                mf.set_metric(metrics.collect());
+                mf
+            })
+            .collect();
+        let mut buf = Vec::new();
+        prometheus::TextEncoder::new()
+            .encode(&families, &mut buf)
+            .unwrap();
+        buf
+    }
+
+    /// The exposition is the reference encoder's, byte for byte: escapes in label values and
+    /// in the node name, values that are integers, tiny, huge, negative, NaN and infinite.
+    #[test]
+    fn the_text_is_the_prometheus_crates_byte_for_byte() {
+        let mut set = MetricSet::new();
+        let values = [
+            0.0,
+            -0.0,
+            3.0,
+            -42.0,
+            4096.0,
+            8_999_999_999_999_999.0,
+            9_000_000_000_000_000.0,
+            1.5,
+            -2.25,
+            1e-9,
+            123456789012345680000.0,
+            1e300,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.1 + 0.2,
+        ];
+        for (i, v) in values.into_iter().enumerate() {
+            let device = ["sda", "a\"b", "back\\slash", "new\nline", "", "ü-ß"][i % 6];
+            let direction = if i % 2 == 0 { "read" } else { "write" };
+            set.push(
+                &node::DISK_BYTES_TOTAL,
+                &[(label::DEVICE, device), (label::DIRECTION, direction)],
+                v,
+            );
+            set.push(
+                &exporter::COLLECTOR_SUCCESS,
+                &[(label::COLLECTOR, device)],
+                v,
+            );
+        }
+        set.push(&node::CPUS, &[], 4.0);
+        for node in ["pi-1", "odd \"node\"\\\n"] {
+            assert_eq!(
+                String::from_utf8(set.encode_text(node)).unwrap(),
+                String::from_utf8(reference_text(&set, node)).unwrap()
+            );
+        }
     }
 
     #[test]

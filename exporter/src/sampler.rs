@@ -244,6 +244,7 @@ impl Sampler {
     }
 
     /// Runs the loop on the current thread until `stop` returns true, publishing into `shared`.
+    /// Whoever makes `stop` true unparks this thread, or the loop notices at the next tick.
     /// Ticks are aligned to a fixed schedule so a slow cycle does not shift later ones.
     pub fn run(mut self, shared: Shared, stop: impl Fn() -> bool) {
         let interval = self.config.interval;
@@ -269,13 +270,13 @@ impl Sampler {
                     next += interval;
                 }
             }
-            // Sleep in short slices so shutdown is prompt.
+            // One wake-up per tick: shutdown sets `stop` and unparks this thread.
             while !stop() {
                 let now = Instant::now();
                 if now >= next {
                     break;
                 }
-                std::thread::sleep((next - now).min(Duration::from_millis(100)));
+                std::thread::park_timeout(next - now);
             }
         }
     }

@@ -53,7 +53,7 @@ fn maps_and_memory_stay_bounded_under_churn_alone() {
             peak = peak.max(tracked(&collect(collector.as_mut())));
         }
     }
-    // Enough ticks for the periodic walk that finds removed cgroups.
+    // Ticks for the walk after the removals and for map updates of the last exits.
     let mut after = 0.0;
     for _ in 0..12 {
         after = tracked(&collect(collector.as_mut()));

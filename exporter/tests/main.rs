@@ -11,6 +11,7 @@ mod bpf_churn;
 mod bpf_fallback;
 mod bpf_process;
 mod bpf_process_churn;
+mod cgroup_watch;
 mod golden;
 mod meter_smart_plug;
 mod meter_sysfs;

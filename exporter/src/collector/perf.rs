@@ -82,9 +82,6 @@ impl EventSet {
 /// skipped with a warning rather than exhausting the exporter's descriptors.
 const MAX_FDS: usize = 3072;
 
-/// Ticks between walks of the cgroup tree for new and removed containers.
-const WALK_EVERY_TICKS: u64 = 5;
-
 /// One group read: `PERF_FORMAT_GROUP | TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct GroupReading {
@@ -391,7 +388,8 @@ impl PerfCollector {
 
 impl Collector for PerfCollector {
     fn collect(&mut self, out: &mut MetricSet, _report: &mut Report) -> Result<(), CollectError> {
-        if self.ticks.is_multiple_of(WALK_EVERY_TICKS) {
+        // New and removed containers: walked in the tick after the tree changes (inotify).
+        if self.index.changed() {
             self.sync()?;
         }
         self.ticks += 1;

@@ -1,11 +1,12 @@
 //! Containers from cgroups (v2 and v1): CPU seconds, memory, disk bytes, processes and network
 //! bytes per container, plus the `system` pseudo-container so that node = Σ containers + system.
 //!
-//! Each tick walks the v2 hierarchy and one v1 hierarchy (hybrid hosts have containers in
-//! either, depending on the runtime's cgroup driver) and keeps the directories whose path names a
-//! container ([`greenpipe_common::container_id`]). Leaves are not listed: a cgroupfs directory's link count
-//! is 2 + its subdirectories, so one `stat` tells whether there is anything below. Per container
-//! it reads, preferring v2:
+//! It walks the v2 hierarchy and one v1 hierarchy (hybrid hosts have containers in either,
+//! depending on the runtime's cgroup driver) and keeps the directories whose path names a
+//! container ([`greenpipe_common::container_id`]). It walks again only in a tick after a cgroup
+//! was made, removed or renamed ([`crate::cgroup_watch`]: inotify; every tick where that is unavailable).
+//! Leaves are not listed: a cgroupfs directory's link count is 2 + its subdirectories, so one
+//! `stat` tells whether there is anything below. Per container it reads, preferring v2:
 //!
 //! | value | v2 | v1 |
 //! |---|---|---|
@@ -46,6 +47,7 @@ use self::remainder::{increase, Remainder};
 use super::diskstats::{whole_disk_totals, DiskFilter};
 use super::source::{read_into, TextFile};
 use super::{cpu, meminfo, netdev, CollectError, Collector, Context, Report, Spec};
+use crate::cgroup_watch::TreeWatch;
 use crate::metrics::MetricSet;
 use greenpipe_common::container_id::{from_cgroup_path, ContainerRef};
 
@@ -81,6 +83,8 @@ enum IoFile {
 struct Tracked {
     cref: ContainerRef,
     hierarchy: Hierarchy,
+    /// The container's own cgroup, where it was found.
+    dir: PathBuf,
     /// Inside another container's cgroup (kind): its usage is already in the outer one.
     nested: bool,
     /// Cycle in which it was last found.
@@ -106,7 +110,13 @@ fn first_existing<T: Copy>(candidates: &[(Option<&Path>, &str, T)]) -> Option<(T
 }
 
 impl Tracked {
-    fn new(cref: ContainerRef, hierarchy: Hierarchy, rel: &str, layout: &Layout) -> Tracked {
+    fn new(
+        cref: ContainerRef,
+        hierarchy: Hierarchy,
+        dir: PathBuf,
+        rel: &str,
+        layout: &Layout,
+    ) -> Tracked {
         let rel = rel.trim_start_matches('/');
         let v2 = layout.v2.as_ref().map(|r| r.join(rel));
         let cpuacct = layout.cpuacct.as_ref().map(|r| r.join(rel));
@@ -115,6 +125,7 @@ impl Tracked {
         Tracked {
             cref,
             hierarchy,
+            dir,
             nested: false,
             seen: 0,
             proc_dirs: Vec::new(),
@@ -159,6 +170,7 @@ struct CgroupCollector {
     /// each was last seen in.
     host_procs: HashMap<PathBuf, (u64, TextFile)>,
     cycle: u64,
+    watch: TreeWatch,
     buf: String,
     stack: Vec<(PathBuf, String, Option<String>)>,
     order: Vec<String>,
@@ -198,6 +210,7 @@ fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
         containers: HashMap::new(),
         host_procs: HashMap::new(),
         cycle: 0,
+        watch: TreeWatch::new(),
         buf: String::with_capacity(4096),
         stack: Vec::new(),
         order: Vec::new(),
@@ -223,6 +236,16 @@ fn netns_of(proc_pid: &Path) -> Option<String> {
 }
 
 impl CgroupCollector {
+    fn walk_all(&mut self) -> Result<(), CollectError> {
+        if let Some(root) = self.layout.v2.clone() {
+            self.walk(Hierarchy::V2, &root)?;
+        }
+        if let Some(root) = self.layout.v1_discovery.clone() {
+            self.walk(Hierarchy::V1, &root)?;
+        }
+        Ok(())
+    }
+
     /// Finds the container cgroups of one hierarchy and records where their processes are.
     fn walk(&mut self, hierarchy: Hierarchy, root: &Path) -> Result<(), CollectError> {
         std::fs::metadata(root).map_err(|e| CollectError::from_io(root, e))?;
@@ -230,6 +253,7 @@ impl CgroupCollector {
         self.stack
             .push((root.to_path_buf(), String::from("/"), None));
         while let Some((dir, rel, enclosing)) = self.stack.pop() {
+            self.watch.watch(&dir);
             let here = from_cgroup_path(&rel);
             let id_here = here.as_ref().map(|c| c.container_id.clone());
             if here.is_none() && hierarchy == self.complete {
@@ -243,13 +267,16 @@ impl CgroupCollector {
                 let top = enclosing.as_deref() != Some(cref.container_id.as_str());
                 let id = cref.container_id.clone();
                 let layout = &self.layout;
-                let t = self
-                    .containers
-                    .entry(id)
-                    .or_insert_with(|| Tracked::new(cref, hierarchy, &rel, layout));
+                let t = self.containers.entry(id).or_insert_with(|| {
+                    Tracked::new(cref.clone(), hierarchy, dir.clone(), &rel, layout)
+                });
                 if t.hierarchy != hierarchy {
                     // Already found in the v2 tree: its v1 subtree adds nothing.
                     continue;
+                }
+                if top && t.dir != dir {
+                    // Moved (a cgroup renamed above it): its files and labels are the new path's.
+                    *t = Tracked::new(cref, hierarchy, dir.clone(), &rel, layout);
                 }
                 if t.seen != self.cycle {
                     t.seen = self.cycle;
@@ -305,15 +332,16 @@ struct Sums {
 impl Collector for CgroupCollector {
     fn collect(&mut self, out: &mut MetricSet, report: &mut Report) -> Result<(), CollectError> {
         self.cycle += 1;
-        if let Some(root) = self.layout.v2.clone() {
-            self.walk(Hierarchy::V2, &root)?;
+        if self.watch.changed() {
+            self.watch.walking();
+            if let Err(e) = self.walk_all() {
+                self.watch.walk_failed();
+                return Err(e);
+            }
+            let cycle = self.cycle;
+            self.containers.retain(|_, t| t.seen == cycle);
+            self.host_procs.retain(|_, (seen, _)| *seen == cycle);
         }
-        if let Some(root) = self.layout.v1_discovery.clone() {
-            self.walk(Hierarchy::V1, &root)?;
-        }
-        let cycle = self.cycle;
-        self.containers.retain(|_, t| t.seen == cycle);
-        self.host_procs.retain(|_, (seen, _)| *seen == cycle);
         let mut host_processes = 0;
         for (_, file) in self.host_procs.values_mut() {
             if let Ok(text) = file.read() {
@@ -557,6 +585,87 @@ fn emit_disk(out: &mut MetricSet, labels: &[(&'static str, &str); 2], io: IoByte
                 (label::SOURCE, source::CGROUP),
             ],
             bytes as f64,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::paths::Paths;
+
+    const POD: &str = "kubepods/pod5d1e0b7c-0000-4000-8000-000000000001";
+
+    fn id(n: u8) -> String {
+        format!("{n:02x}").repeat(32)
+    }
+
+    /// A container cgroup as cgroupfs shows it, in a v2 tree under `root`.
+    fn make_container(root: &Path, id: &str) {
+        let dir = root.join(POD).join(format!("docker-{id}.scope"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cpu.stat"), "usage_usec 2500000\n").unwrap();
+        std::fs::write(dir.join("memory.current"), "4096\n").unwrap();
+        std::fs::write(dir.join("cgroup.procs"), "").unwrap();
+    }
+
+    fn container_ids(collector: &mut dyn Collector) -> Vec<String> {
+        let mut out = MetricSet::new();
+        collector.collect(&mut out, &mut Report::default()).unwrap();
+        let text = String::from_utf8(out.encode_text("n")).unwrap();
+        let mut ids: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with(contract::container::MEMORY_BYTES.name))
+            .filter_map(|l| l.split("container_id=\"").nth(1)?.split('"').next())
+            .filter(|id| *id != SYSTEM_CONTAINER)
+            .map(String::from)
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    #[test]
+    fn containers_made_and_removed_between_ticks_are_found_and_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::write(root.join("cgroup.controllers"), "").unwrap();
+        make_container(root, &id(1));
+        let paths = Paths {
+            cgroupfs: root.to_path_buf(),
+            ..Paths::default()
+        };
+        let config = Config::for_paths(paths, "n");
+        let mut c = build(&config.context()).unwrap();
+        assert_eq!(container_ids(c.as_mut()), [id(1)]);
+        assert_eq!(
+            container_ids(c.as_mut()),
+            [id(1)],
+            "kept while nothing changes"
+        );
+
+        make_container(root, &id(2));
+        assert_eq!(
+            container_ids(c.as_mut()),
+            [id(1), id(2)],
+            "made after the walk"
+        );
+
+        let gone = root.join(POD).join(format!("docker-{}.scope", id(1)));
+        std::fs::remove_dir_all(&gone).unwrap();
+        assert_eq!(container_ids(c.as_mut()), [id(2)], "removed after the walk");
+
+        std::fs::rename(
+            root.join(POD),
+            root.join("kubepods/pod5d1e0b7c-0000-4000-8000-000000000002"),
+        )
+        .unwrap();
+        let mut out = MetricSet::new();
+        c.collect(&mut out, &mut Report::default()).unwrap();
+        let text = String::from_utf8(out.encode_text("n")).unwrap();
+        assert!(
+            text.contains("pod_uid=\"5d1e0b7c-0000-4000-8000-000000000002\""),
+            "a renamed pod is walked again: {text}"
         );
     }
 }

@@ -92,9 +92,8 @@ impl super::CollectorOptions for EbpfOptions {
     }
 }
 
-/// Ticks between two walks of the cgroup tree when no unknown cgroup id shows up; the walk
-/// is what finds removed cgroups, whose map entries are then deleted.
-const WALK_EVERY_TICKS: u64 = 10;
+/// Ticks between two sweeps of the per-process map for processes that exited.
+const SWEEP_EVERY_TICKS: u64 = 10;
 
 /// Longest `reason` label; the full message is logged.
 const REASON_MAX: usize = 240;
@@ -221,7 +220,9 @@ impl Collector for EbpfCollector {
             .map(|(id, _)| id)
             .chain(running.keys())
             .any(|id| self.index.get(*id).is_none());
-        let walked = unknown || self.ticks % WALK_EVERY_TICKS == 1;
+        // A walk is what finds removed cgroups, whose map entries are then deleted: after any
+        // change to the tree, or when the map holds a cgroup the last walk did not see.
+        let walked = unknown || self.index.changed();
         if walked {
             self.index.walk().map_err(|error| Failure::Walk {
                 root: self.index.root().to_path_buf(),
@@ -263,9 +264,10 @@ impl Collector for EbpfCollector {
             let counters = self.ledger.totals[&owner].counters;
             self.emit(out, &owner, cpu_ns, &counters);
         }
-        self.self_metrics(out, raw.len());
+        // What the map holds once this tick's removed cgroups are deleted.
+        self.self_metrics(out, ids.len());
         if let Some(processes) = &mut self.processes {
-            let sweep = self.ticks % WALK_EVERY_TICKS == 1;
+            let sweep = self.ticks % SWEEP_EVERY_TICKS == 1;
             processes
                 .collect(
                     &mut self.accounting,
