@@ -46,6 +46,8 @@ pub struct Sampler {
     push: Option<push::Handle>,
     /// `greenpipe_node_board_info`'s labels; None when detection could not read its files.
     board: Option<[(&'static str, &'static str); 4]>,
+    /// The last sample's series, reused by the next ([`MetricSet::with_spare`]).
+    spare: Vec<crate::metrics::Series>,
 }
 
 /// A collector enabled on the command line or in the file that cannot run here.
@@ -110,6 +112,7 @@ impl Sampler {
             last_cycle: Duration::ZERO,
             push: None,
             board,
+            spare: Vec::new(),
         })
     }
 
@@ -134,11 +137,12 @@ impl Sampler {
                 continue;
             };
             let t0 = Instant::now();
-            let mut out = MetricSet::new();
+            let mut out = MetricSet::with_spare(std::mem::take(&mut self.spare));
             let mut report = Report::default();
             let result = collector.collect(&mut out, &mut report);
             slot.duration = t0.elapsed();
             slot.malformed_total += report.malformed_lines;
+            self.spare = out.take_spare();
             match result {
                 Ok(()) => {
                     if let Some(reason) = slot.unavailable.take() {
@@ -167,6 +171,8 @@ impl Sampler {
             }
         }
         self.cycles += 1;
+        // The self metrics below take what is left of the spare series.
+        all.merge(MetricSet::with_spare(std::mem::take(&mut self.spare)));
         self.self_metrics(&mut all);
         self.last_cycle = started.elapsed();
         all
@@ -239,8 +245,10 @@ impl Sampler {
 
     /// Collects and encodes one sample.
     pub fn sample_text(&mut self) -> Vec<u8> {
-        let node = self.config.node_name.clone();
-        self.collect_once().encode_text(&node)
+        let set = self.collect_once();
+        let text = set.encode_text(&self.config.node_name);
+        self.spare = set.into_spare();
+        text
     }
 
     /// Runs the loop on the current thread until `stop` returns true, publishing into `shared`.
@@ -254,8 +262,9 @@ impl Sampler {
             let taken_ms = push::now_ms();
             let set = self.collect_once();
             let text = set.encode_text(&self.config.node_name);
-            if let Some(handle) = &self.push {
-                handle.offer(taken_ms, set);
+            match &self.push {
+                Some(handle) => handle.offer(taken_ms, set),
+                None => self.spare = set.into_spare(),
             }
             {
                 let mut p = shared.write().unwrap_or_else(|e| e.into_inner());

@@ -13,7 +13,7 @@
 //! | CPU seconds | `cpu.stat` `usage_usec` | `cpuacct/…/cpuacct.usage` (ns) |
 //! | memory bytes | `memory.current` | `memory/…/memory.usage_in_bytes` |
 //! | disk bytes | `io.stat` `rbytes`/`wbytes` | `blkio/…/blkio.throttle.io_service_bytes_recursive` |
-//! | processes | `cgroup.procs` of the container's cgroup and its descendants | same |
+//! | processes | `cgroup.procs` of the container's cgroup and its descendants, in a tick where its CPU time advanced and every [`RECOUNT_EVERY_TICKS`] | same |
 //! | network bytes | `/proc/<pid>/net/dev` of one of its processes | same |
 //!
 //! Disk bytes count only the devices the `diskstats` collector counts (whole physical disks), so
@@ -59,6 +59,13 @@ pub const SPEC: Spec = Spec {
     build,
 };
 
+/// A container's processes are counted again in every tick where its CPU time advanced, and at
+/// least every this many ticks. Reading `cgroup.procs` walks the cgroup's tasks under a kernel
+/// lock per task, the largest cost left in a tick (docs/benchmarks.md); a process that forks or
+/// exits runs, so an idle container's count can change only by a sleeping process being moved
+/// in or out from outside, which the periodic count catches.
+const RECOUNT_EVERY_TICKS: u64 = 10;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Hierarchy {
     V2,
@@ -97,6 +104,8 @@ struct Tracked {
     memory: Option<TextFile>,
     io: Option<(TextFile, IoFile)>,
     last_cpu: Option<f64>,
+    /// Processes and first pid at the last count ([`RECOUNT_EVERY_TICKS`]).
+    counted: Option<(u64, Option<u32>)>,
     last_io: Option<IoBytes>,
     /// The process whose network namespace was last looked up, and that namespace.
     netns: Option<(u32, Option<String>)>,
@@ -153,6 +162,7 @@ impl Tracked {
                 ),
             ]),
             last_cpu: None,
+            counted: None,
             last_io: None,
             netns: None,
         }
@@ -332,7 +342,8 @@ struct Sums {
 impl Collector for CgroupCollector {
     fn collect(&mut self, out: &mut MetricSet, report: &mut Report) -> Result<(), CollectError> {
         self.cycle += 1;
-        if self.watch.changed() {
+        let walked = self.watch.changed();
+        if walked {
             self.watch.walking();
             if let Err(e) = self.walk_all() {
                 self.watch.walk_failed();
@@ -380,6 +391,7 @@ impl Collector for CgroupCollector {
                 (label::POD_UID, t.cref.pod_uid.as_str()),
             ];
             let outer = !t.nested;
+            let mut ran = true;
             if let Some((file, kind)) = &mut t.cpu {
                 let seconds = file.read().ok().and_then(|text| match kind {
                     CpuFile::CpuStat => parse::cpu_stat_usage_usec(text).map(|us| us as f64 / 1e6),
@@ -391,6 +403,7 @@ impl Collector for CgroupCollector {
                         sums.cpu += s;
                         sums.cpu_delta += increase(t.last_cpu, s);
                     }
+                    ran = t.last_cpu != Some(s);
                     t.last_cpu = Some(s);
                 }
             }
@@ -420,13 +433,13 @@ impl Collector for CgroupCollector {
                     t.last_io = Some(io);
                 }
             }
-            let mut processes = 0;
-            let mut first_pid = None;
-            let same_dirs = t.procs.len() == t.proc_dirs.len()
-                && t.procs
-                    .iter()
-                    .zip(&t.proc_dirs)
-                    .all(|(f, d)| f.path().parent() == Some(d.as_path()));
+            // A container's directories change only in a walk.
+            let same_dirs = !walked
+                || t.procs.len() == t.proc_dirs.len()
+                    && t.procs
+                        .iter()
+                        .zip(&t.proc_dirs)
+                        .all(|(f, d)| f.path().parent() == Some(d.as_path()));
             if !same_dirs {
                 t.procs = t
                     .proc_dirs
@@ -434,14 +447,26 @@ impl Collector for CgroupCollector {
                     .map(|d| TextFile::new(d.join("cgroup.procs")))
                     .collect();
             }
-            for file in &mut t.procs {
-                if let Ok(text) = file.read() {
-                    let (n, first, malformed) = parse::procs(text);
-                    processes += n;
-                    first_pid = first_pid.or(first);
-                    report.malformed_lines += malformed;
+            let (processes, first_pid) = match t.counted {
+                Some(counted)
+                    if !ran && same_dirs && !self.cycle.is_multiple_of(RECOUNT_EVERY_TICKS) =>
+                {
+                    counted
                 }
-            }
+                _ => {
+                    let (mut processes, mut first_pid) = (0, None);
+                    for file in &mut t.procs {
+                        if let Ok(text) = file.read() {
+                            let (n, first, malformed) = parse::procs(text);
+                            processes += n;
+                            first_pid = first_pid.or(first);
+                            report.malformed_lines += malformed;
+                        }
+                    }
+                    t.counted = Some((processes, first_pid));
+                    (processes, first_pid)
+                }
+            };
             out.push(&contract::container::PROCESSES, &labels, processes as f64);
             sums.processes += processes;
             if t.hierarchy == self.complete {
@@ -667,5 +692,47 @@ mod tests {
             text.contains("pod_uid=\"5d1e0b7c-0000-4000-8000-000000000002\""),
             "a renamed pod is walked again: {text}"
         );
+    }
+
+    fn processes_of(collector: &mut dyn Collector, id: &str) -> Option<f64> {
+        let mut out = MetricSet::new();
+        collector.collect(&mut out, &mut Report::default()).unwrap();
+        let text = String::from_utf8(out.encode_text("n")).unwrap();
+        text.lines()
+            .find(|l| {
+                l.starts_with(contract::container::PROCESSES.name)
+                    && l.contains(&format!("container_id=\"{id}\""))
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    #[test]
+    fn processes_are_counted_again_when_the_container_ran_and_every_tenth_tick() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::write(root.join("cgroup.controllers"), "").unwrap();
+        make_container(root, &id(1));
+        let dir = root.join(POD).join(format!("docker-{}.scope", id(1)));
+        std::fs::write(dir.join("cgroup.procs"), "10\n").unwrap();
+        let paths = Paths {
+            cgroupfs: root.to_path_buf(),
+            ..Paths::default()
+        };
+        let config = Config::for_paths(paths, "n");
+        let mut c = build(&config.context()).unwrap();
+        assert_eq!(processes_of(c.as_mut(), &id(1)), Some(1.0)); // tick 1
+
+        // Moved in from outside while the container's CPU time stands still: seen at the
+        // periodic count.
+        std::fs::write(dir.join("cgroup.procs"), "10\n11\n").unwrap();
+        for tick in 2..RECOUNT_EVERY_TICKS {
+            assert_eq!(processes_of(c.as_mut(), &id(1)), Some(1.0), "tick {tick}");
+        }
+        assert_eq!(processes_of(c.as_mut(), &id(1)), Some(2.0), "tick 10");
+
+        // A fork runs: counted in the tick its CPU time advanced.
+        std::fs::write(dir.join("cgroup.procs"), "10\n11\n12\n").unwrap();
+        std::fs::write(dir.join("cpu.stat"), "usage_usec 2600000\n").unwrap();
+        assert_eq!(processes_of(c.as_mut(), &id(1)), Some(3.0));
     }
 }
