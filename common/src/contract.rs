@@ -178,11 +178,13 @@ pub static ENUMERATED: &[EnumeratedLabel] = &[
 ];
 
 /// Where the exporter read a container's or a process's value (`source`).
-const SOURCES: [&str; 4] = [
+const SOURCES: [&str; 6] = [
     crate::names::source::BPF,
     crate::names::source::PERF,
     crate::names::source::CGROUP,
     crate::names::source::PROCFS,
+    crate::names::source::NVML,
+    crate::names::source::DEVICE_HOLDERS,
 ];
 
 /// Values of the `outcome` label. Where the set is closed its family's list is here; the
@@ -577,6 +579,14 @@ families! {
         /// Counter, `source`: pages added to the page cache (misses filled and newly written pages).
         PAGE_CACHE_ADDITIONS_TOTAL = "greenpipe_container_page_cache_additions_total", Counter, unit "", labels [label::CONTAINER_ID, label::POD_UID, label::SOURCE],
             help "Pages the container added to the page cache (misses filled, new pages written).";
+
+        /// Counter, `source`: GPU-busy seconds of the container, summed over GPUs.
+        GPU_SECONDS_TOTAL = "greenpipe_container_gpu_seconds_total", Counter, unit "seconds", labels [label::CONTAINER_ID, label::POD_UID, label::SOURCE],
+            help "GPU-busy time of the container, summed over GPUs (source=\"nvml\": its processes' GPU utilisation from NVML; source=\"device_holders\": the GPU's busy time split evenly over the containers holding the GPU device open); system = GPU time no container was given.";
+
+        /// Gauge, `source`: GPU memory used by the container's processes.
+        GPU_MEMORY_BYTES = "greenpipe_container_gpu_memory_bytes", Gauge, unit "bytes", labels [label::CONTAINER_ID, label::POD_UID, label::SOURCE],
+            help "GPU memory used by the container's processes, summed over GPUs (NVML).";
     }
 
     /// Per-process metrics (opt-in, top-N by CPU).
@@ -640,6 +650,42 @@ families! {
         /// Gauge: temperature of the meter itself (RDTech UM series, Shelly).
         TEMPERATURE_CELSIUS = "greenpipe_meter_temperature_celsius", Gauge, unit "celsius", labels [label::METER, label::KIND],
             help "Temperature of the meter itself.";
+
+        /// Gauge: 1 when the energy total is power integrated by the exporter (the device keeps
+        /// no energy counter, e.g. a GPU that NVML gives power but no total energy for).
+        ENERGY_INTEGRATED = "greenpipe_meter_energy_integrated", Gauge, unit "", labels [label::METER, label::KIND],
+            help "1 if greenpipe_meter_energy_joules_total is power integrated over time by the exporter because the device keeps no energy counter, 0 if it follows the device's counter.";
+    }
+
+    /// GPU metrics written by the exporter's `gpu` collector (NVML, or a Jetson's sysfs).
+    gpu {
+        /// Counter, `gpu`: the device's utilisation integrated over time.
+        BUSY_SECONDS_TOTAL = "greenpipe_gpu_busy_seconds_total", Counter, unit "seconds", labels [label::GPU],
+            help "GPU-busy time: the device's utilisation (NVML utilization.gpu, a Jetson's gpu load) integrated over time by the exporter.";
+
+        /// Gauge, `gpu`: utilisation now.
+        UTILIZATION_RATIO = "greenpipe_gpu_utilization_ratio", Gauge, unit "ratio", labels [label::GPU],
+            help "Fraction of the last sample period in which the GPU ran a kernel (NVML utilization.gpu, a Jetson's gpu load).";
+
+        /// Gauge, `gpu`: memory-controller utilisation.
+        MEMORY_UTILIZATION_RATIO = "greenpipe_gpu_memory_utilization_ratio", Gauge, unit "ratio", labels [label::GPU],
+            help "Fraction of the last sample period in which GPU memory was read or written (NVML utilization.memory).";
+
+        /// Gauge, `gpu`: memory in use.
+        MEMORY_USED_BYTES = "greenpipe_gpu_memory_used_bytes", Gauge, unit "bytes", labels [label::GPU],
+            help "GPU memory in use (NVML memory info).";
+
+        /// Gauge, `gpu`: the clock the GPU runs at.
+        FREQUENCY_HERTZ = "greenpipe_gpu_frequency_hertz", Gauge, unit "hertz", labels [label::GPU],
+            help "GPU clock: the SM clock (NVML), a Jetson GPU's devfreq cur_freq.";
+
+        /// Gauge, `gpu`, `gpu_model`, `uuid`: always 1.
+        INFO = "greenpipe_gpu_info", Gauge, unit "", labels [label::GPU, label::GPU_MODEL, label::UUID],
+            help "The GPUs the gpu collector reads; always 1.";
+
+        /// Gauge, `power_mode`: always 1 (Jetson).
+        POWER_MODE_INFO = "greenpipe_gpu_power_mode_info", Gauge, unit "", labels [label::POWER_MODE],
+            help "A Jetson's nvpmodel power mode as ID:NAME, which sets the GPU and CPU clocks; always 1.";
     }
 
     /// The exporter's metrics about itself.

@@ -83,7 +83,16 @@ pub mod label {
     pub const ZONE: &str = "zone";
     /// Forecast horizon in whole hours.
     pub const HORIZON_HOURS: &str = "horizon_hours";
+    /// A GPU: its NVML index (`0`), or `gpu` for a Jetson's integrated GPU.
+    pub const GPU: &str = "gpu";
+    /// A GPU's product name (`NVIDIA H100 80GB HBM3`, `ga10b`).
+    pub const GPU_MODEL: &str = "gpu_model";
+    /// A GPU's UUID (`GPU-…`), empty where the device has none.
+    pub const UUID: &str = "uuid";
+    /// A Jetson's nvpmodel power mode, as `ID:NAME` (`0:MAXN`).
+    pub const POWER_MODE: &str = "power_mode";
 }
+
 
 /// Values of the `component` label on attributed power.
 pub mod component {
@@ -106,7 +115,17 @@ pub mod source {
     pub const CGROUP: &str = "cgroup";
     /// procfs files.
     pub const PROCFS: &str = "procfs";
+    /// NVML's per-process accounting (a process's share of the GPU, measured).
+    pub const NVML: &str = "nvml";
+    /// The GPU's busy time split evenly over the containers that hold its device node open
+    /// (Jetson, where no per-process figure exists).
+    pub const DEVICE_HOLDERS: &str = "device_holders";
 }
+
+/// GPU metrics written by the exporter's `gpu` collector.
+///
+/// The names of the families declared in [`crate::contract::gpu`].
+pub use crate::contract::gpu::names as gpu;
 
 /// Node-level resource metrics written by the exporter.
 ///
