@@ -7,7 +7,27 @@
 //! quantity: `max by` over the source keeps one of them instead of adding them up.
 
 use crate::features::Feature;
-use crate::names::{container as c, label, node as n};
+use crate::names::{container as c, gpu as g, label, meter, node as n};
+
+/// Meter kinds that measure a part of a node, never the whole of it: `nvml` reads a GPU board.
+/// The node's measured power leaves them out.
+pub const PARTIAL_METER_KINDS: [&str; 1] = ["nvml"];
+
+/// The label matcher that keeps the meters measuring a whole node: `kind!~"nvml"`.
+pub fn whole_node_meter_matcher() -> String {
+    format!("{}!~\"{}\"", label::KIND, PARTIAL_METER_KINDS.join("|"))
+}
+
+/// The node's measured power, from its whole-node meters (restricted by matcher `m`; empty =
+/// none). A node with several such meters (a USB meter and a smart plug, or a Jetson's module
+/// rail beside its CPU and GPU rails, which are parts of it) is measured by each: `max` keeps
+/// the largest reading instead of adding them up.
+pub fn node_meter_expr(w: &str, m: &str) -> String {
+    format!(
+        "max by (node) (last_over_time({}[{w}]))",
+        selector(meter::POWER_WATTS, &[m, &whole_node_meter_matcher()])
+    )
+}
 
 /// The labels one container series is keyed by.
 pub const CONTAINER_KEYS: &str = "node, container_id, pod_uid";
@@ -58,7 +78,8 @@ pub fn container_expr_matching(f: Feature, w: &str, m: &str) -> Option<String> {
                 selector(c::MEMORY_BYTES, &[m])
             )
         }
-        Feature::CpuFrequencyHertz => return None,
+        Feature::GpuSecondsPerSecond => container_rate(c::GPU_SECONDS_TOTAL, w, m),
+        Feature::CpuFrequencyHertz | Feature::GpuFrequencyHertz => return None,
     })
 }
 
@@ -107,6 +128,15 @@ pub fn node_expr_matching(f: Feature, w: &str, m: &str) -> String {
         Feature::CpuFrequencyHertz => format!(
             "avg by (node) (last_over_time({}[{w}]))",
             selector(n::CPU_FREQUENCY_HERTZ, &[m])
+        ),
+        // Busy time summed over the node's GPUs, as the trace column is defined.
+        Feature::GpuSecondsPerSecond => format!(
+            "sum by (node) (rate({}[{w}]))",
+            selector(g::BUSY_SECONDS_TOTAL, &[m])
+        ),
+        Feature::GpuFrequencyHertz => format!(
+            "avg by (node) (last_over_time({}[{w}]))",
+            selector(g::FREQUENCY_HERTZ, &[m])
         ),
     }
 }

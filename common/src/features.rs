@@ -28,11 +28,34 @@ pub enum Feature {
     MemoryUsedBytes,
     /// Mean CPU frequency, hertz (node level only).
     CpuFrequencyHertz,
+    /// GPU-busy time, in GPU-seconds per second, summed over the node's GPUs (an optional
+    /// trailing trace column).
+    GpuSecondsPerSecond,
+    /// Mean GPU clock, hertz (node level only; an optional trailing trace column).
+    GpuFrequencyHertz,
 }
 
 impl Feature {
+    /// How many features there are.
+    pub const COUNT: usize = 11;
+
     /// Every feature, in trace-CSV column order.
-    pub const ALL: [Feature; 9] = [
+    pub const ALL: [Feature; Feature::COUNT] = [
+        Feature::CpuSecondsPerSecond,
+        Feature::CpuCyclesPerSecond,
+        Feature::CpuInstructionsPerSecond,
+        Feature::CacheMissesPerSecond,
+        Feature::PageCacheHitsPerSecond,
+        Feature::NetworkBytesPerSecond,
+        Feature::DiskBytesPerSecond,
+        Feature::MemoryUsedBytes,
+        Feature::CpuFrequencyHertz,
+        Feature::GpuSecondsPerSecond,
+        Feature::GpuFrequencyHertz,
+    ];
+
+    /// The features every trace has a column for, in column order.
+    pub const BASE: [Feature; 9] = [
         Feature::CpuSecondsPerSecond,
         Feature::CpuCyclesPerSecond,
         Feature::CpuInstructionsPerSecond,
@@ -43,6 +66,10 @@ impl Feature {
         Feature::MemoryUsedBytes,
         Feature::CpuFrequencyHertz,
     ];
+
+    /// The optional trailing columns of nodes with GPUs, in column order. A trace carries any of
+    /// them, in this order, after [`Feature::BASE`]; old traces carry none.
+    pub const GPU: [Feature; 2] = [Feature::GpuSecondsPerSecond, Feature::GpuFrequencyHertz];
 
     /// The trace CSV column and model-file name of this feature.
     pub fn column(self) -> &'static str {
@@ -56,6 +83,8 @@ impl Feature {
             Feature::DiskBytesPerSecond => "disk_bytes_per_second",
             Feature::MemoryUsedBytes => "memory_used_bytes",
             Feature::CpuFrequencyHertz => "cpu_frequency_hertz",
+            Feature::GpuSecondsPerSecond => "gpu_seconds_per_second",
+            Feature::GpuFrequencyHertz => "gpu_frequency_hertz",
         }
     }
 
@@ -73,16 +102,21 @@ impl Feature {
 /// The leading, non-feature columns of the trace CSV format.
 pub const TRACE_KEY_COLUMNS: [&str; 4] = ["timestamp", "node", "workload", "power_watts"];
 
-/// The exact trace CSV header line (without newline).
+/// The exact trace CSV header line (without newline) of a trace without GPU columns.
 pub fn trace_header() -> String {
+    trace_header_with(&Feature::BASE)
+}
+
+/// The trace CSV header line with `features` as its feature columns.
+pub fn trace_header_with(features: &[Feature]) -> String {
     let mut cols: Vec<&str> = TRACE_KEY_COLUMNS.to_vec();
-    cols.extend(Feature::ALL.iter().map(|f| f.column()));
+    cols.extend(features.iter().map(|f| f.column()));
     cols.join(",")
 }
 
 /// Feature values of one node or container at one instant; `None` = not measured.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct FeatureValues(pub [Option<f64>; 9]);
+pub struct FeatureValues(pub [Option<f64>; Feature::COUNT]);
 
 impl FeatureValues {
     /// The value of one feature.
@@ -108,6 +142,20 @@ mod tests {
              cpu_instructions_per_second,cache_misses_per_second,page_cache_hits_per_second,\
              network_bytes_per_second,disk_bytes_per_second,memory_used_bytes,cpu_frequency_hertz"
         );
+    }
+
+    #[test]
+    fn gpu_columns_trail_the_base_ones() {
+        assert_eq!(
+            Feature::BASE
+                .iter()
+                .chain(&Feature::GPU)
+                .copied()
+                .collect::<Vec<_>>(),
+            Feature::ALL
+        );
+        assert!(trace_header_with(&Feature::ALL)
+            .ends_with(",cpu_frequency_hertz,gpu_seconds_per_second,gpu_frequency_hertz"));
     }
 
     #[test]

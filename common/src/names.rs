@@ -93,7 +93,6 @@ pub mod label {
     pub const POWER_MODE: &str = "power_mode";
 }
 
-
 /// Values of the `component` label on attributed power.
 pub mod component {
     /// The share of the node's idle power.

@@ -31,7 +31,7 @@ pub struct TraceRow {
 pub enum TraceError {
     /// The first line is not [`trace_header`].
     #[error(
-        "{file}:1: header is not the trace CSV header\n  expected: {expected}\n  found:    {found}"
+        "{file}:1: header is not the trace CSV header\n  expected: {expected}\n            (optionally followed by ,gpu_seconds_per_second and ,gpu_frequency_hertz)\n  found:    {found}"
     )]
     Header {
         /// File name.
@@ -131,18 +131,15 @@ pub fn parse_trace(file: &str, text: &str) -> Result<Vec<TraceRow>, TraceError> 
         Some(Err(_)) | None | Some(Ok(_)) => {}
     }
     let last = record.len().saturating_sub(1);
-    let header_matches = record.len() == TRACE_KEY_COLUMNS.len() + Feature::ALL.len()
-        && record
-            .iter()
-            .enumerate()
-            .map(|(i, c)| if i == last { c.trim_end() } else { c })
-            .eq(TRACE_KEY_COLUMNS
-                .into_iter()
-                .chain(Feature::ALL.iter().map(|f| f.column())));
-    if !header_matches {
+    let header: Vec<&str> = record
+        .iter()
+        .enumerate()
+        .map(|(i, c)| if i == last { c.trim_end() } else { c })
+        .collect();
+    let Some(columns) = feature_columns(&header) else {
         return Err(header_error());
-    }
-    let width = TRACE_KEY_COLUMNS.len() + Feature::ALL.len();
+    };
+    let width = TRACE_KEY_COLUMNS.len() + columns.len();
     let mut rows: Vec<TraceRow> = Vec::new();
     for record in records {
         // Reading a `&str` with quoting off and flexible widths has no failure left: not I/O,
@@ -202,7 +199,7 @@ pub fn parse_trace(file: &str, text: &str) -> Result<Vec<TraceRow>, TraceError> 
             }
         }
         let mut features = FeatureValues::default();
-        for (k, f) in Feature::ALL.into_iter().enumerate() {
+        for (k, &f) in columns.iter().enumerate() {
             features.set(f, number(TRACE_KEY_COLUMNS.len() + k, f.column())?);
         }
         rows.push(TraceRow {
@@ -222,6 +219,27 @@ pub fn parse_trace(file: &str, text: &str) -> Result<Vec<TraceRow>, TraceError> 
     Ok(rows)
 }
 
+/// The feature columns a header names: the key columns, [`Feature::BASE`], then any of the
+/// optional [`Feature::GPU`] columns in their order. `None` for any other header.
+fn feature_columns(header: &[&str]) -> Option<Vec<Feature>> {
+    let keys = TRACE_KEY_COLUMNS.len();
+    let base = keys + Feature::BASE.len();
+    if header.len() < base
+        || !header[..base].iter().copied().eq(TRACE_KEY_COLUMNS
+            .into_iter()
+            .chain(Feature::BASE.iter().map(|f| f.column())))
+    {
+        return None;
+    }
+    let mut columns = Feature::BASE.to_vec();
+    let mut optional = Feature::GPU.iter();
+    for name in &header[base..] {
+        // Each optional column at most once, in order: `find` moves past the ones skipped.
+        columns.push(*optional.find(|f| f.column() == *name)?);
+    }
+    Some(columns)
+}
+
 /// The 1-based line `record` is on. The reader's position is where it started reading, before
 /// the empty lines it skips (each one `\n`, with `\n` as the only terminator).
 fn record_line(text: &str, record: &csv::StringRecord) -> usize {
@@ -234,6 +252,8 @@ fn record_line(text: &str, record: &csv::StringRecord) -> usize {
 }
 
 /// Writes rows in the trace CSV format (header included), numbers with 8 significant digits.
+/// The GPU columns are written only when some row has a GPU value, so a trace of a node without
+/// GPUs keeps the header every reader of the format knows.
 pub fn write_trace(rows: &[TraceRow]) -> Result<String, TraceError> {
     // Names that would need quoting are refused rather than quoted, so that every reader of the
     // shared traces (a plain comma split included) reads what was written.
@@ -257,16 +277,25 @@ fn write_records(rows: &[TraceRow]) -> Result<Vec<u8>, csv::Error> {
         .quote_style(csv::QuoteStyle::Never)
         .terminator(csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
+    let has_gpu = rows
+        .iter()
+        .any(|r| Feature::GPU.iter().any(|&f| r.features.get(f).is_some()));
+    let columns: &[Feature] = if has_gpu {
+        &Feature::ALL
+    } else {
+        &Feature::BASE
+    };
     writer.write_record(
         TRACE_KEY_COLUMNS
             .into_iter()
-            .chain(Feature::ALL.iter().map(|f| f.column())),
+            .chain(columns.iter().map(|f| f.column())),
     )?;
     for r in rows {
         writer.write_field(format_number(r.timestamp, 13))?;
         writer.write_field(&r.node)?;
         writer.write_field(&r.workload)?;
-        for v in std::iter::once(r.power_watts).chain(r.features.0) {
+        let features = columns.iter().map(|&f| r.features.get(f));
+        for v in std::iter::once(r.power_watts).chain(features) {
             writer.write_field(v.map(|v| format_number(v, 8)).unwrap_or_default())?;
         }
         writer.write_record(None::<&[u8]>)?;
@@ -317,9 +346,11 @@ pub enum ColumnStatus {
 }
 
 /// The status of every feature column over `rows`, in [`Feature::ALL`] order.
-pub fn column_status<'a>(rows: impl IntoIterator<Item = &'a FeatureValues>) -> [ColumnStatus; 9] {
-    let mut first: [Option<f64>; 9] = [None; 9];
-    let mut varies = [false; 9];
+pub fn column_status<'a>(
+    rows: impl IntoIterator<Item = &'a FeatureValues>,
+) -> [ColumnStatus; Feature::COUNT] {
+    let mut first = [None::<f64>; Feature::COUNT];
+    let mut varies = [false; Feature::COUNT];
     for values in rows {
         for (i, v) in values.0.iter().enumerate() {
             if let Some(v) = *v {
@@ -341,6 +372,7 @@ pub fn column_status<'a>(rows: impl IntoIterator<Item = &'a FeatureValues>) -> [
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::trace_header_with;
 
     const GOOD: &str = "1430137776,e5,web_search,83,0.0544,6.4361991e+08,76230046,952513,4,20207.58,8176,,\n\
                         1430137778,e5,web_search,82,0.0528,5.2753754e+08,61510907,945438,14,18711.075,28615,,\n\
@@ -369,6 +401,69 @@ mod tests {
         let text = write_trace(&rows).unwrap();
         assert_eq!(text, file(GOOD));
         assert_eq!(parse_trace("u.csv", &text).unwrap(), rows);
+    }
+
+    #[test]
+    fn gpu_columns_are_read_when_present_and_written_only_when_used() {
+        let with_gpu: String = GOOD
+            .lines()
+            .zip(["0.5,1.02e+09", "1.25,6.12e+08", ","])
+            .map(|(l, gpu)| format!("{l},{gpu}\n"))
+            .collect();
+        let text = format!("{}\n{with_gpu}", trace_header_with(&Feature::ALL));
+        let rows = parse_trace("g.csv", &text).unwrap();
+        assert_eq!(
+            rows[0].features.get(Feature::GpuSecondsPerSecond),
+            Some(0.5)
+        );
+        assert_eq!(
+            rows[1].features.get(Feature::GpuFrequencyHertz),
+            Some(6.12e8)
+        );
+        assert_eq!(rows[2].features.get(Feature::GpuSecondsPerSecond), None);
+        assert_eq!(write_trace(&rows).unwrap(), text);
+        // Without GPU values the writer keeps the header of the traces without GPUs.
+        let plain = parse_trace("t.csv", &file(GOOD)).unwrap();
+        assert!(write_trace(&plain)
+            .unwrap()
+            .starts_with(&(trace_header() + "\n")));
+        // Only the busy-time column.
+        let one: String = GOOD.lines().map(|l| format!("{l},0.25\n")).collect();
+        let text = format!(
+            "{}\n{one}",
+            trace_header_with(&[&Feature::BASE[..], &[Feature::GpuSecondsPerSecond]].concat())
+        );
+        let rows = parse_trace("one.csv", &text).unwrap();
+        assert_eq!(
+            rows[2].features.get(Feature::GpuSecondsPerSecond),
+            Some(0.25)
+        );
+        // A row without the header's GPU cells is refused, naming its line.
+        let short = format!("{}\n{GOOD}", trace_header_with(&Feature::ALL));
+        assert!(matches!(
+            parse_trace("s.csv", &short),
+            Err(TraceError::CellCount {
+                line: 2,
+                expected: 15,
+                found: 13,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn unknown_or_reordered_trailing_columns_are_refused() {
+        for extra in [
+            ",gpu_frequency_hertz,gpu_seconds_per_second",
+            ",gpu_watts",
+            ",gpu_seconds_per_second,gpu_seconds_per_second",
+        ] {
+            let text = format!("{}{extra}\n{GOOD}", trace_header());
+            assert!(
+                matches!(parse_trace("x.csv", &text), Err(TraceError::Header { .. })),
+                "{extra}"
+            );
+        }
     }
 
     #[test]

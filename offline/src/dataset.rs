@@ -107,15 +107,11 @@ pub fn feature_query(f: Feature, node: &str, w: &str) -> String {
     greenpipe_common::feature_queries::node_expr_matching(f, w, &matcher)
 }
 
-/// The PromQL of the node's measured power (all its meters added).
+/// The PromQL of the node's measured power, read as `serve` reads it (its whole-node meters;
+/// the largest where there are several).
 pub fn power_query(node: &str, w: &str) -> String {
-    format!(
-        "sum by ({}) (last_over_time({}{{{}=\"{}\"}}[{w}]))",
-        label::NODE,
-        meter::POWER_WATTS,
-        label::NODE,
-        escape(node)
-    )
+    let matcher = format!("{}=\"{}\"", label::NODE, escape(node));
+    greenpipe_common::feature_queries::node_meter_expr(w, &matcher)
 }
 
 fn escape(v: &str) -> String {
@@ -309,6 +305,9 @@ mod tests {
         );
         let q = feature_query(Feature::CpuCyclesPerSecond, "a\"b", "5s");
         assert!(q.contains("node=\"a\\\"b\""), "{q}");
-        assert!(power_query("pi-1", "5s").contains("greenpipe_meter_power_watts{node=\"pi-1\"}"));
+        assert_eq!(
+            power_query("pi-1", "5s"),
+            "max by (node) (last_over_time(greenpipe_meter_power_watts{node=\"pi-1\",kind!~\"nvml\"}[5s]))"
+        );
     }
 }

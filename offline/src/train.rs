@@ -424,6 +424,67 @@ mod tests {
             .contains_key(&format!("cv_mape_percent:{}", baselines::CPU_ONLY)));
     }
 
+    /// A GPU node's trace (the optional GPU columns): power follows GPU load times the clock that
+    /// the power mode sets. Training reads the GPU columns, uses them, gives GPU time an
+    /// attribution weight, and predicts far better than without them.
+    #[test]
+    fn gpu_columns_are_read_used_and_attributed() {
+        use greenpipe_common::features::FeatureValues;
+        use greenpipe_common::trace::{write_trace, TraceRow};
+        let dir = tempfile::tempdir().unwrap();
+        let clocks = [1.3e9, 0.85e9, 0.62e9, 0.42e9];
+        for (w, load) in [0.7, 0.4, 0.85, 0.2, 0.95].into_iter().enumerate() {
+            let mut rows = Vec::new();
+            for i in 0..160 {
+                let clock = clocks[i / 40];
+                let gpu = (load + 0.1 * ((i * 7 % 11) as f64 / 10.0 - 0.5)).clamp(0.0, 1.0);
+                let cpu = 0.2 + ((i * (w + 3)) % 13) as f64 / 5.0;
+                let mut f = FeatureValues::default();
+                f.set(Feature::CpuSecondsPerSecond, Some(cpu));
+                f.set(Feature::GpuSecondsPerSecond, Some(gpu));
+                f.set(Feature::GpuFrequencyHertz, Some(clock));
+                rows.push(TraceRow {
+                    timestamp: (w * 1000 + i) as f64,
+                    node: "orin".into(),
+                    workload: format!("w{w}"),
+                    power_watts: Some(5.0 + 1.1 * cpu + 14.0 * gpu * (clock / 1.3e9).powi(2)),
+                    features: f,
+                });
+            }
+            let text = write_trace(&rows).unwrap();
+            assert!(
+                text.starts_with(&greenpipe_common::features::trace_header_with(
+                    &Feature::ALL
+                ))
+            );
+            std::fs::write(dir.path().join(format!("w{w}.csv")), text).unwrap();
+        }
+        let paths = [dir.path().to_path_buf()];
+        let o = OfflineOptions::parse(Some("ols,polynomial_ridge"), "stress", None, None, None)
+            .unwrap();
+        let with_gpu = &samples::load(&paths, None).unwrap()[0];
+        assert!(with_gpu.features.contains(&Feature::GpuSecondsPerSecond));
+        assert!(with_gpu.features.contains(&Feature::GpuFrequencyHertz));
+        let t = node(with_gpu, &o).unwrap();
+        let gpu_weight = t
+            .model
+            .attribution_weights
+            .iter()
+            .find(|w| w.feature == Feature::GpuSecondsPerSecond)
+            .map(|w| w.watts_per_unit);
+        assert!(gpu_weight.is_some_and(|w| w > 1.0), "{gpu_weight:?}");
+        let cpu_only = &samples::load(&paths, Some(&[Feature::CpuSecondsPerSecond])).unwrap()[0];
+        let without = node(cpu_only, &o).unwrap();
+        let (a, b) = (
+            t.model.scores.cv_mape_percent.unwrap(),
+            without.model.scores.cv_mape_percent.unwrap(),
+        );
+        assert!(
+            a < 5.0 && b > 4.0 * a,
+            "MAPE with GPU columns {a} %, without {b} %"
+        );
+    }
+
     #[test]
     fn always_train_workloads_are_never_scored() {
         let s = synthetic();

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use greenpipe_common::features::{Feature, FeatureValues};
-use greenpipe_common::names::{container as c, label, meter, node as n};
+use greenpipe_common::names::{container as c, label, node as n};
 
 pub use greenpipe_common::feature_queries::{
     container_expr, container_expr_matching, node_expr, node_expr_matching,
@@ -143,13 +143,8 @@ impl QuerySet {
     ) -> QuerySet {
         let w = format!("{}ms", window.as_millis());
         let m = matcher;
-        // A node with several meters (e.g. a USB meter and a smart plug) is measured by each:
-        // `max` keeps one reading instead of adding them up.
         let meter = tagged(
-            &format!(
-                "max by (node) (last_over_time({}[{w}]))",
-                selector(meter::POWER_WATTS, &[m])
-            ),
+            &greenpipe_common::feature_queries::node_meter_expr(&w, m),
             METER_WATTS,
         );
         let cpus = tagged(
@@ -549,8 +544,12 @@ mod tests {
         // Every feature plus the meter reading and the CPU count.
         assert_eq!(q.node.matches(" or ").count(), Feature::ALL.len() + 1);
         assert!(q.node.contains("greenpipe_node_cpus"));
-        // Frequency is node-level only; processes are added.
-        assert_eq!(q.container.matches(" or ").count(), Feature::ALL.len() - 1);
+        // The frequencies (CPU, GPU) are node-level only; processes are added.
+        assert_eq!(q.container.matches(" or ").count(), Feature::ALL.len() - 2);
+        assert!(q
+            .container
+            .contains("greenpipe_container_gpu_seconds_total"));
+        assert!(q.node.contains("greenpipe_gpu_busy_seconds_total"));
         assert!(q
             .node
             .contains("rate(greenpipe_node_cpu_seconds_total{mode!~"));
