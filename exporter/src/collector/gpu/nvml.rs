@@ -7,7 +7,8 @@
 //! timestamp of the newest sample seen, so each call returns only new samples (their SM
 //! utilisation is averaged per process; `NOT_FOUND` = no new sample = no user this tick), and
 //! the used GPU memory of the running compute and graphics processes (a process in both lists
-//! is counted once). A call a GPU answers `NOT_SUPPORTED` leaves its value out, logged once.
+//! is counted once). A call a GPU answers `NOT_SUPPORTED` leaves its value out, logged once;
+//! any other error (a GPU fallen off the bus) fails the tick with the GPU and call named.
 
 use std::sync::Arc;
 
@@ -32,8 +33,7 @@ struct Gpu {
 struct NvmlSource {
     nvml: Arc<Nvml>,
     gpus: Vec<Gpu>,
-    /// (pid, utilisation sum, samples, memory) of one device, reused across ticks.
-    scratch: Vec<(u32, f64, u32, Option<f64>)>,
+    scratch: Usages,
 }
 
 fn failure(index: u32, what: &str, e: NvmlError) -> CollectError {
@@ -71,18 +71,68 @@ pub fn open(_ctx: &Context<'_>) -> Result<Box<dyn Source>, CollectError> {
     Ok(Box::new(NvmlSource {
         nvml,
         gpus,
-        scratch: Vec::new(),
+        scratch: Usages::default(),
     }))
 }
 
-/// Accumulates one process's values in `scratch`.
-fn entry(scratch: &mut Vec<(u32, f64, u32, Option<f64>)>, pid: u32) -> usize {
-    match scratch.iter().position(|e| e.0 == pid) {
-        Some(i) => i,
-        None => {
-            scratch.push((pid, 0.0, 0, None));
-            scratch.len() - 1
-        }
+/// One process's values on one device while a sample is put together: SM utilisation summed
+/// over its samples, how many, and its used memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Usage {
+    pid: u32,
+    utilization_sum: f64,
+    samples: u32,
+    memory: Option<f64>,
+}
+
+/// The processes of one device, reused across ticks.
+#[derive(Debug, Default)]
+struct Usages(Vec<Usage>);
+
+impl Usages {
+    fn entry(&mut self, pid: u32) -> &mut Usage {
+        let i = match self.0.iter().position(|u| u.pid == pid) {
+            Some(i) => i,
+            None => {
+                self.0.push(Usage {
+                    pid,
+                    utilization_sum: 0.0,
+                    samples: 0,
+                    memory: None,
+                });
+                self.0.len() - 1
+            }
+        };
+        &mut self.0[i]
+    }
+
+    /// One `nvmlProcessUtilizationSample_t`: SM utilisation in percent.
+    fn utilization(&mut self, pid: u32, sm_percent: u32) {
+        let u = self.entry(pid);
+        u.utilization_sum += f64::from(sm_percent) / 100.0;
+        u.samples += 1;
+    }
+
+    /// One running process's used memory; a process listed twice (compute and graphics)
+    /// counts once.
+    fn memory(&mut self, pid: u32, bytes: u64) {
+        let m = self.entry(pid).memory.get_or_insert(0.0);
+        *m = m.max(bytes as f64);
+    }
+
+    /// The processes of device `gpu`: mean utilisation over their samples (0 for a process
+    /// that only holds memory).
+    fn samples<'a>(&'a self, gpu: &'a str) -> impl Iterator<Item = ProcessSample> + 'a {
+        self.0.iter().map(move |u| ProcessSample {
+            pid: u.pid,
+            gpu: gpu.to_string(),
+            utilization_ratio: if u.samples == 0 {
+                0.0
+            } else {
+                u.utilization_sum / f64::from(u.samples)
+            },
+            memory_used_bytes: u.memory,
+        })
     }
 }
 
@@ -117,7 +167,7 @@ impl Source for NvmlSource {
                 .map_err(|e| failure(i, "handle", e))?;
             devices.push(Self::device_sample(gpu, &device)?);
             let scratch = &mut self.scratch;
-            scratch.clear();
+            scratch.0.clear();
             let samples = match device.process_utilization_stats(gpu.last_seen_us) {
                 Err(NvmlError::NotFound) => Some(Vec::new()),
                 other => optional(i, "process utilization", other)
@@ -125,9 +175,7 @@ impl Source for NvmlSource {
             };
             for s in samples.iter().flatten() {
                 gpu.last_seen_us = gpu.last_seen_us.max(s.timestamp);
-                let e = entry(scratch, s.pid);
-                scratch[e].1 += f64::from(s.sm_util) / 100.0;
-                scratch[e].2 += 1;
+                scratch.utilization(s.pid, s.sm_util);
             }
             for (what, list) in [
                 ("compute processes", device.running_compute_processes()),
@@ -135,25 +183,46 @@ impl Source for NvmlSource {
             ] {
                 let list = optional(i, what, list).map_err(|e| failure(i, what, e))?;
                 for p in list.iter().flatten() {
-                    let UsedGpuMemory::Used(bytes) = p.used_gpu_memory else {
-                        continue;
-                    };
-                    let e = entry(scratch, p.pid);
-                    let m = scratch[e].3.get_or_insert(0.0);
-                    *m = m.max(bytes as f64);
+                    if let UsedGpuMemory::Used(bytes) = p.used_gpu_memory {
+                        scratch.memory(p.pid, bytes);
+                    }
                 }
             }
-            processes.extend(scratch.iter().map(|&(pid, sum, n, memory)| ProcessSample {
-                pid,
-                gpu: gpu.template.gpu.clone(),
-                utilization_ratio: if n == 0 { 0.0 } else { sum / f64::from(n) },
-                memory_used_bytes: memory,
-            }));
+            processes.extend(scratch.samples(&gpu.template.gpu));
         }
         Ok(Sample {
             devices,
             users: Users::Processes(processes),
             power_mode: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_samples_are_averaged_and_memory_counted_once() {
+        let mut u = Usages::default();
+        u.utilization(7, 50);
+        u.utilization(7, 70);
+        u.memory(7, 100);
+        u.memory(7, 300); // also a graphics process: the larger, not the sum
+        u.memory(9, 42); // holds memory, no utilisation sample
+        u.utilization(11, 5);
+        let got: Vec<ProcessSample> = u.samples("0").collect();
+        let want = |pid, utilization_ratio, memory_used_bytes| ProcessSample {
+            pid,
+            gpu: "0".into(),
+            utilization_ratio,
+            memory_used_bytes,
+        };
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].pid, 7);
+        assert!((got[0].utilization_ratio - 0.6).abs() < 1e-12);
+        assert_eq!(got[0].memory_used_bytes, Some(300.0));
+        assert_eq!(got[1], want(9, 0.0, Some(42.0)));
+        assert_eq!(got[2], want(11, 0.05, None));
     }
 }
