@@ -477,3 +477,26 @@ fn a_driver_that_is_not_loaded_is_a_reason_too() {
         .then_some(())
     });
 }
+
+#[test]
+fn meter_targets_by_uuid_and_a_missing_index_is_named() {
+    let state = State::new(&gpu_state("", "1000"));
+    let mut exp = Exporter::start(
+        Some((fake_library_dir(), &state)),
+        &["nvml:GPU-9f8e7d6c-0000-1111-2222-333344445555", "nvml:7"],
+    );
+    let text = exp.until("the GPU named by UUID reads", |t| {
+        let m = [(label::METER, "gpu1"), (label::KIND, "nvml")];
+        (value(t, meter::UP, &m) == Some(1.0)).then(|| t.to_string())
+    });
+    assert_eq!(
+        value(&text, meter::POWER_WATTS, &[(label::METER, "gpu1")]),
+        Some(50.0)
+    );
+    assert_eq!(value(&text, meter::UP, &[(label::METER, "gpu0")]), None);
+    assert!(
+        exp.log_text().contains("no GPU 7: NVML sees 2 (0..1)"),
+        "{}",
+        exp.log_text()
+    );
+}
