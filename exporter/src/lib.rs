@@ -16,6 +16,7 @@ pub mod config;
 pub mod http;
 pub mod meter;
 pub mod metrics;
+pub mod nvml;
 pub mod paths;
 pub mod push;
 pub mod sampler;

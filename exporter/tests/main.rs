@@ -13,6 +13,7 @@ mod bpf_process;
 mod bpf_process_churn;
 mod cgroup_watch;
 mod golden;
+mod gpu_nvml;
 mod meter_smart_plug;
 mod meter_sysfs;
 mod meter_usb_pty;

@@ -68,6 +68,11 @@ fn ina_chips_on_hwmon() {
         value(&set, names::CURRENT_AMPERES, "hwmon0-ina226-power1"),
         Some(1.25)
     );
+    // Power only, no energy file: the total is integrated by the exporter.
+    assert_eq!(
+        value(&set, names::ENERGY_INTEGRATED, "hwmon0-ina226-power1"),
+        Some(1.0)
+    );
     assert_eq!(
         value(&set, names::POWER_WATTS, "hwmon3-ina3221-in1"),
         Some(6.0)
@@ -127,6 +132,11 @@ fn rapl_counters_wrap_without_going_backwards() {
     let mut s = sampler(r, &["rapl:auto"]);
     let set = s.collect_once();
     assert_eq!(value(&set, names::UP, "package-0"), Some(1.0));
+    // The device's own counter.
+    assert_eq!(
+        value(&set, names::ENERGY_INTEGRATED, "package-0"),
+        Some(0.0)
+    );
     assert_eq!(
         value(&set, names::ENERGY_JOULES_TOTAL, "package-0"),
         Some(0.0)

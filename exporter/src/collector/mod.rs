@@ -19,6 +19,7 @@ pub mod cpu;
 pub mod cpufreq;
 pub mod diskstats;
 pub mod ebpf;
+pub mod gpu;
 pub mod meminfo;
 pub mod meter;
 pub mod netdev;
@@ -82,6 +83,7 @@ collectors! {
     process(ProcessOptions),
     ebpf(EbpfOptions),
     perf,
+    gpu,
     meter,
 }
 
@@ -211,6 +213,9 @@ pub enum Failure {
     /// The thread that reads a meter could not be started.
     #[error("meter thread: {0}")]
     MeterThread(std::io::Error),
+    /// An NVML call failed other than with `NOT_SUPPORTED` (which leaves a value out).
+    #[error("NVML: {0}")]
+    Nvml(String),
     /// A BPF map could not be read or pruned (boxed: aya's errors are large, and every
     /// collector's result carries this type).
     #[error(transparent)]

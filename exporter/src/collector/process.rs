@@ -17,7 +17,7 @@ use greenpipe_common::names::{label, source, SYSTEM_CONTAINER};
 use super::source::read_into;
 use super::{CollectError, Collector, Context, Report, Spec};
 use crate::metrics::MetricSet;
-use greenpipe_common::container_id::from_cgroup_path;
+use greenpipe_common::container_id::{from_cgroup_path, ContainerRef};
 
 /// Registry entry.
 pub const SPEC: Spec = Spec {
@@ -64,12 +64,19 @@ pub fn parse_stat(text: &str) -> Option<ProcStat<'_>> {
 
 /// The container a `/proc/<pid>/cgroup` text places the process in (`system` if none).
 pub fn container_of(cgroup_text: &str) -> String {
-    cgroup_text
-        .lines()
-        .filter_map(|l| l.splitn(3, ':').nth(2))
-        .find_map(from_cgroup_path)
-        .map(|c| c.container_id)
+    container_line(cgroup_text)
+        .map(|(c, _, _)| c.container_id)
         .unwrap_or_else(|| SYSTEM_CONTAINER.to_string())
+}
+
+/// The first line of a `/proc/<pid>/cgroup` text whose path names a container: the container,
+/// the line's controllers (empty for cgroup v2) and the path within that hierarchy.
+pub fn container_line(cgroup_text: &str) -> Option<(ContainerRef, &str, &str)> {
+    cgroup_text.lines().find_map(|l| {
+        let mut fields = l.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        from_cgroup_path(path).map(|c| (c, controllers, path))
+    })
 }
 
 /// Keeps the `n` processes that used the most CPU recently (`delta`); on a tie (e.g. all idle),

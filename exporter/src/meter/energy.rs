@@ -20,6 +20,8 @@ pub struct EnergyTotal {
     last_counter: Option<(f64, u64)>,
     last_power: Option<(f64, Instant)>,
     max_gap: Duration,
+    /// How the last good reading was accounted: `Some(true)` = power integrated.
+    integrated: Option<bool>,
 }
 
 impl EnergyTotal {
@@ -30,12 +32,19 @@ impl EnergyTotal {
             last_counter: None,
             last_power: None,
             max_gap,
+            integrated: None,
         }
     }
 
     /// The total so far.
     pub fn joules(&self) -> f64 {
         self.joules
+    }
+
+    /// Whether the total follows power integrated by the exporter (`true`: the last good reading
+    /// had no device counter) or the device's counter (`false`); `None` before a good reading.
+    pub fn integrated(&self) -> Option<bool> {
+        self.integrated
     }
 
     /// Accounts one good reading taken at `at`.
@@ -51,12 +60,14 @@ impl EnergyTotal {
             }
             self.last_counter = Some((e.joules, e.epoch));
             self.last_power = None;
+            self.integrated = Some(false);
             return;
         }
         let Some(p) = reading.power_watts.filter(|p| p.is_finite() && *p >= 0.0) else {
             self.last_power = None;
             return;
         };
+        self.integrated = Some(true);
         if let Some((prev, t)) = self.last_power {
             let dt = at.saturating_duration_since(t);
             if dt <= self.max_gap {
@@ -128,8 +139,10 @@ mod tests {
     fn device_counter_deltas_wrap_reset_and_epoch() {
         let t = Instant::now();
         let mut e = EnergyTotal::new(Duration::from_secs(5));
+        assert_eq!(e.integrated(), None, "nothing read yet");
         e.observe(&counter(100.0, 0, Some(1000.0)), t);
         assert_eq!(e.joules(), 0.0, "first value is a baseline");
+        assert_eq!(e.integrated(), Some(false), "the device's counter");
         e.observe(&counter(150.0, 0, Some(1000.0)), t);
         assert_eq!(e.joules(), 50.0);
         e.observe(&counter(20.0, 0, Some(1000.0)), t);
@@ -155,6 +168,7 @@ mod tests {
         e.observe(&power(4.0), t);
         e.observe(&power(6.0), t + s);
         assert_eq!(e.joules(), 5.0);
+        assert_eq!(e.integrated(), Some(true), "power integrated");
         e.gap();
         e.observe(&power(100.0), t + 2 * s);
         assert_eq!(e.joules(), 5.0, "after a gap, a new start");

@@ -5,6 +5,8 @@
 //! a hanging device delays the tick by at most the timeout. A channel that fails is `up 0`, its
 //! error counter grows by reason, and its power, voltage and current are withdrawn rather than
 //! left at a stale value; its energy total stays (a counter never disappears or goes down).
+//! `greenpipe_meter_energy_integrated` says, once a channel has read, whether that total follows
+//! the device's own counter (0) or power integrated by the exporter (1, a device without one).
 
 pub mod options;
 
@@ -160,6 +162,10 @@ impl Collector for MeterCollector {
                 &labels,
                 ch.energy.joules(),
             );
+            if let Some(integrated) = ch.energy.integrated() {
+                let v = if integrated { 1.0 } else { 0.0 };
+                out.push(&contract::meter::ENERGY_INTEGRATED, &labels, v);
+            }
             for reason in ch.worker.kind.def().reasons {
                 ch.errors.entry(*reason).or_default();
             }
