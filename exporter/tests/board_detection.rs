@@ -18,6 +18,7 @@ fn fixture(name: &str) -> Paths {
         procfs: root.join("proc"),
         sysfs: root.join("sys"),
         cgroupfs: root.join("sys/fs/cgroup"),
+        rootfs: root,
     }
 }
 
@@ -189,6 +190,7 @@ fn an_unreadable_model_file_is_an_error_naming_it() {
         procfs: dir.path().join("proc"),
         sysfs: dir.path().join("sys"),
         cgroupfs: dir.path().join("cg"),
+        rootfs: dir.path().to_path_buf(),
     };
     let err = detect_host(&paths).unwrap_err().to_string();
     assert!(err.contains("device-tree/model"), "{err}");

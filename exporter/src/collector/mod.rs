@@ -19,6 +19,7 @@ pub mod cpu;
 pub mod cpufreq;
 pub mod diskstats;
 pub mod ebpf;
+pub mod gpu;
 pub mod meminfo;
 pub mod meter;
 pub mod netdev;
