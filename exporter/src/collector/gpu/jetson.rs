@@ -255,8 +255,8 @@ pub fn parse_hz(text: &str) -> Option<f64> {
     text.trim().parse::<u64>().ok().map(|hz| hz as f64)
 }
 
-/// The mode id of nvpmodel's status file (`pmode:0002`, possibly followed by other fields such
-/// as `fmode:quiet`); `None` when it has no `pmode:<digits>`.
+/// The mode id of nvpmodel's status file (`pmode:0002`; other whitespace-separated fields, were a
+/// release to add some, are passed over); `None` when it has no `pmode:<digits>`.
 pub fn parse_status(text: &str) -> Option<u32> {
     text.split_whitespace()
         .find_map(|field| field.strip_prefix("pmode:"))
@@ -460,7 +460,7 @@ mod tests {
             "sys/class/devfreq/2c00000.emc/device/of_node/name",
             "external-memory-controller\0",
         );
-        write(r, "var/lib/nvpmodel/status", "pmode:0002 fmode:quiet\n");
+        write(r, "var/lib/nvpmodel/status", "pmode:0002\n");
         write(
             r,
             "etc/nvpmodel.conf",
@@ -609,7 +609,7 @@ mod tests {
         );
         assert_eq!(bad, ["< POWER_MODEL ID=x NAME=broken >"]);
         assert_eq!(parse_status("pmode:0000\n"), Some(0));
-        assert_eq!(parse_status("fmode:cool pmode:0001"), Some(1));
+        assert_eq!(parse_status("other:x pmode:0001"), Some(1));
         assert_eq!(parse_status("0001"), None);
     }
 
