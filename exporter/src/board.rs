@@ -45,8 +45,22 @@ pub enum Board {
     RaspberryPi5,
     /// Raspberry Pi Zero 2 W (RP3A0, 4x Cortex-A53).
     RaspberryPiZero2W,
+    /// NVIDIA Jetson Nano (T210, 4x Cortex-A57).
+    JetsonNano,
+    /// NVIDIA Jetson TX1 (T210, 4x Cortex-A57).
+    JetsonTx1,
+    /// NVIDIA Jetson TX2 (T186, 2x Denver 2 + 4x Cortex-A57).
+    JetsonTx2,
+    /// NVIDIA Jetson Xavier NX (T194, 6x Carmel).
+    JetsonXavierNx,
+    /// NVIDIA Jetson AGX Xavier (T194, 8x Carmel).
+    JetsonAgxXavier,
     /// NVIDIA Jetson Orin Nano (T234, 6x Cortex-A78AE).
     JetsonOrinNano,
+    /// NVIDIA Jetson Orin NX (T234, 6 or 8x Cortex-A78AE).
+    JetsonOrinNx,
+    /// NVIDIA Jetson AGX Orin (T234, 8 to 12x Cortex-A78AE).
+    JetsonAgxOrin,
     /// Radxa ROCK 5A / 5B / 5B+ / 5T (RK3588/RK3588S, 4x A76 + 4x A55).
     Rock5,
     /// An x86-64 machine (Intel or AMD vendor id in cpuinfo, no device tree) on bare metal.
@@ -63,7 +77,14 @@ impl Board {
             Board::RaspberryPi4 => "rpi4",
             Board::RaspberryPi5 => "rpi5",
             Board::RaspberryPiZero2W => "rpi-zero-2-w",
+            Board::JetsonNano => "jetson-nano",
+            Board::JetsonTx1 => "jetson-tx1",
+            Board::JetsonTx2 => "jetson-tx2",
+            Board::JetsonXavierNx => "jetson-xavier-nx",
+            Board::JetsonAgxXavier => "jetson-agx-xavier",
             Board::JetsonOrinNano => "jetson-orin-nano",
+            Board::JetsonOrinNx => "jetson-orin-nx",
+            Board::JetsonAgxOrin => "jetson-agx-orin",
             Board::Rock5 => "rock5",
             Board::X86 => "x86",
             Board::VirtualMachine => "vm",
@@ -80,9 +101,62 @@ impl Board {
             Board::VirtualMachine => Some(VM_PROFILE),
             Board::RaspberryPi3
             | Board::RaspberryPiZero2W
+            | Board::JetsonNano
+            | Board::JetsonTx1
+            | Board::JetsonTx2
+            | Board::JetsonXavierNx
+            | Board::JetsonAgxXavier
             | Board::JetsonOrinNano
+            | Board::JetsonOrinNx
+            | Board::JetsonAgxOrin
             | Board::Rock5 => None,
         }
+    }
+
+    /// The on-module power rail that measures the whole module's input, where the board has
+    /// one: the `meter` label of `ina3221x:RAIL` (L4T R32) or `hwmon:RAIL` (L4T R34+), the
+    /// node meter to pick when no external meter is wired. Rail names as NVIDIA's power
+    /// monitors label them (tegrastats, jetson-stats' `total_power`, which takes `POM_5V_IN` or
+    /// `VDD_IN` as the total):
+    /// - Nano: `POM_5V_IN` (with `POM_5V_GPU`, `POM_5V_CPU`);
+    /// - TX2, Xavier NX, Orin NX, Orin Nano: `VDD_IN` (Orin: with `VDD_CPU_GPU_CV`, `VDD_SOC`,
+    ///   Jetson Linux R35.6 developer guide, power monitor);
+    /// - AGX Xavier and AGX Orin: `None`. Their monitors measure the GPU, CPU, SoC, CV, DDR and
+    ///   system 5 V rails (AGX Xavier: `GPU`, `CPU`, `SOC`, `CV`, `VDDRQ`, `SYS5V`; AGX Orin:
+    ///   `VDD_GPU_SOC`, `VDD_CPU_CV`, `VIN_SYS_5V0`, `VDDQ_VDD2_1V8AO`), none of them the module
+    ///   input; their sum leaves out what those rails do not feed, so it is not offered as one.
+    /// - TX1: `None`: no source checked here names its rails.
+    pub fn module_rail(self) -> Option<&'static str> {
+        match self {
+            Board::JetsonNano => Some("POM_5V_IN"),
+            Board::JetsonTx2
+            | Board::JetsonXavierNx
+            | Board::JetsonOrinNano
+            | Board::JetsonOrinNx => Some("VDD_IN"),
+            Board::JetsonTx1 | Board::JetsonAgxXavier | Board::JetsonAgxOrin => None,
+            Board::RaspberryPi3
+            | Board::RaspberryPi4
+            | Board::RaspberryPi5
+            | Board::RaspberryPiZero2W
+            | Board::Rock5
+            | Board::X86
+            | Board::VirtualMachine => None,
+        }
+    }
+
+    /// Whether this is an NVIDIA Jetson (has on-module rails and an integrated GPU).
+    pub fn is_jetson(self) -> bool {
+        matches!(
+            self,
+            Board::JetsonNano
+                | Board::JetsonTx1
+                | Board::JetsonTx2
+                | Board::JetsonXavierNx
+                | Board::JetsonAgxXavier
+                | Board::JetsonOrinNano
+                | Board::JetsonOrinNx
+                | Board::JetsonAgxOrin
+        )
     }
 }
 
@@ -97,11 +171,24 @@ fn board_from_model(model: &str) -> Option<Board> {
         ("Raspberry Pi Compute Module 4", Board::RaspberryPi4),
         ("Raspberry Pi 3", Board::RaspberryPi3),
         ("Raspberry Pi Compute Module 3", Board::RaspberryPi3),
+        // Jetson: mainline DTS and L4T's own. "Jetson Nano" is not a substring of "Jetson Orin
+        // Nano"; "Jetson-AGX" is L4T R32's model of the AGX Xavier developer kit (an exact
+        // match below, since it names no generation).
         ("Jetson Orin Nano", Board::JetsonOrinNano),
+        ("Jetson Orin NX", Board::JetsonOrinNx),
+        ("Jetson AGX Orin", Board::JetsonAgxOrin),
+        ("Jetson Xavier NX", Board::JetsonXavierNx),
+        ("Jetson AGX Xavier", Board::JetsonAgxXavier),
+        ("Jetson Nano", Board::JetsonNano),
+        ("Jetson TX2", Board::JetsonTx2),
+        ("Jetson TX1", Board::JetsonTx1),
         // Mainline DTS: "Radxa ROCK 5B", "Radxa ROCK 5 Model B" (older), "Radxa Rock 5B Board".
         ("Radxa ROCK 5", Board::Rock5),
         ("Radxa Rock 5", Board::Rock5),
     ];
+    if model == "Jetson-AGX" {
+        return Some(Board::JetsonAgxXavier);
+    }
     RULES
         .iter()
         .find(|(prefix, _)| model.contains(prefix))
@@ -143,6 +230,11 @@ impl Detection {
         ]
     }
 
+    /// The rail measuring the whole module, where the board has one ([`Board::module_rail`]).
+    pub fn module_rail(&self) -> Option<&'static str> {
+        self.board.and_then(Board::module_rail)
+    }
+
     /// Whether the profile is the fallback rather than one made for this board.
     pub fn is_fallback(&self) -> bool {
         self.profile == FALLBACK_PROFILE
@@ -151,6 +243,24 @@ impl Detection {
 
 impl fmt::Display for Detection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_board(f)?;
+        match (self.board, self.module_rail()) {
+            (_, Some(rail)) => write!(
+                f,
+                "; module power rail {rail} (--meter ina3221x:{rail} on L4T R32, \
+                 --meter hwmon:{rail} on L4T R34+)"
+            ),
+            (Some(b), None) if b.is_jetson() => f.write_str(
+                "; no on-module rail measures the whole module (the rails are listed by \
+                 --meter ina3221x:auto or hwmon:auto; wire an external meter for the node)",
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Detection {
+    fn fmt_board(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let seen = match &self.device_tree_model {
             Some(m) => format!("device-tree model {m:?}"),
             None => "no device tree".to_string(),
@@ -283,6 +393,36 @@ mod tests {
             Some(Board::RaspberryPi4)
         );
         assert_eq!(board_from_model("Raspberry Pi Zero W Rev 1.1"), None);
+    }
+
+    /// Model strings of the mainline DTS (arch/arm64/boot/dts/nvidia) and of L4T that the
+    /// fixtures do not carry.
+    #[test]
+    fn jetson_models_of_mainline_and_l4t() {
+        for (model, board) in [
+            (
+                "NVIDIA Jetson Xavier NX Developer Kit (SD-card)",
+                Board::JetsonXavierNx,
+            ),
+            (
+                "NVIDIA Jetson AGX Xavier Developer Kit",
+                Board::JetsonAgxXavier,
+            ),
+            ("NVIDIA Jetson TX1 Developer Kit", Board::JetsonTx1),
+            (
+                "NVIDIA Jetson Orin NX Engineering Reference Developer Kit Super",
+                Board::JetsonOrinNx,
+            ),
+            (
+                "NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super",
+                Board::JetsonOrinNano,
+            ),
+            ("Jetson-AGX", Board::JetsonAgxXavier),
+        ] {
+            assert_eq!(board_from_model(model), Some(board), "{model}");
+        }
+        // "Jetson-AGX" is matched whole: it is not a prefix rule.
+        assert_eq!(board_from_model("Jetson-AGX Orin"), None);
     }
 
     #[test]

@@ -45,6 +45,10 @@ pub struct Cli {
     /// cgroup filesystem mount point [default: /sys/fs/cgroup].
     #[arg(long = "path.cgroupfs")]
     pub cgroupfs: Option<PathBuf>,
+    /// Host root filesystem, for host files outside /proc and /sys (a Jetson's
+    /// /etc/nvpmodel.conf) [default: /].
+    #[arg(long = "path.rootfs")]
+    pub rootfs: Option<PathBuf>,
     /// Value of the `node` label [default: $NODE_NAME, then the hostname].
     #[arg(long = "node-name")]
     pub node_name: Option<String>,
@@ -133,6 +137,8 @@ pub struct PathsFile {
     pub sysfs: Option<PathBuf>,
     /// cgroupfs root.
     pub cgroupfs: Option<PathBuf>,
+    /// Host root filesystem.
+    pub rootfs: Option<PathBuf>,
 }
 
 /// Why the command line or the config file was refused. Every message names the flag or key.
@@ -371,6 +377,7 @@ fn merge(
             .cgroupfs
             .or(file.paths.cgroupfs)
             .unwrap_or(defaults.cgroupfs),
+        rootfs: cli.rootfs.or(file.paths.rootfs).unwrap_or(defaults.rootfs),
     };
     let mut toggles: BTreeMap<&'static str, bool> = BTreeMap::new();
     for (name, on) in &file.collectors {

@@ -1,7 +1,9 @@
 //! Roots of the host trees the collectors read.
 //!
 //! In a container the host's `/proc`, `/sys` and cgroup tree are bind-mounted elsewhere; in tests
-//! they point at fixture trees. Collectors never spell an absolute host path themselves.
+//! they point at fixture trees. Collectors never spell an absolute host path themselves. Host
+//! files outside those trees (a Jetson's `/etc/nvpmodel.conf` and `/var/lib/nvpmodel/status`)
+//! are read under [`Paths::rootfs`], node_exporter's `--path.rootfs`.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +16,8 @@ pub struct Paths {
     pub sysfs: PathBuf,
     /// Mount point of the cgroup filesystem (default `/sys/fs/cgroup`).
     pub cgroupfs: PathBuf,
+    /// The host's root filesystem (default `/`), for host files outside procfs and sysfs.
+    pub rootfs: PathBuf,
 }
 
 impl Default for Paths {
@@ -22,6 +26,7 @@ impl Default for Paths {
             procfs: PathBuf::from("/proc"),
             sysfs: PathBuf::from("/sys"),
             cgroupfs: PathBuf::from("/sys/fs/cgroup"),
+            rootfs: PathBuf::from("/"),
         }
     }
 }
@@ -40,5 +45,10 @@ impl Paths {
     /// A file under the cgroup filesystem.
     pub fn cgroup(&self, rel: impl AsRef<Path>) -> PathBuf {
         self.cgroupfs.join(rel)
+    }
+
+    /// A host file under the root filesystem; `rel` is relative (`etc/nvpmodel.conf`).
+    pub fn root(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.rootfs.join(rel)
     }
 }

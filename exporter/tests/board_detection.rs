@@ -18,6 +18,7 @@ fn fixture(name: &str) -> Paths {
         procfs: root.join("proc"),
         sysfs: root.join("sys"),
         cgroupfs: root.join("sys/fs/cgroup"),
+        rootfs: root,
     }
 }
 
@@ -36,6 +37,28 @@ fn each_board_gets_its_profile_or_the_named_fallback() {
         (
             "jetson-orin-nano",
             Some(Board::JetsonOrinNano),
+            FALLBACK_PROFILE,
+        ),
+        ("jetson-nano", Some(Board::JetsonNano), FALLBACK_PROFILE),
+        ("jetson-tx2", Some(Board::JetsonTx2), FALLBACK_PROFILE),
+        (
+            "jetson-xavier-nx",
+            Some(Board::JetsonXavierNx),
+            FALLBACK_PROFILE,
+        ),
+        (
+            "jetson-agx-xavier",
+            Some(Board::JetsonAgxXavier),
+            FALLBACK_PROFILE,
+        ),
+        (
+            "jetson-orin-nx",
+            Some(Board::JetsonOrinNx),
+            FALLBACK_PROFILE,
+        ),
+        (
+            "jetson-agx-orin",
+            Some(Board::JetsonAgxOrin),
             FALLBACK_PROFILE,
         ),
         ("rock5b", Some(Board::Rock5), FALLBACK_PROFILE),
@@ -167,6 +190,7 @@ fn an_unreadable_model_file_is_an_error_naming_it() {
         procfs: dir.path().join("proc"),
         sysfs: dir.path().join("sys"),
         cgroupfs: dir.path().join("cg"),
+        rootfs: dir.path().to_path_buf(),
     };
     let err = detect_host(&paths).unwrap_err().to_string();
     assert!(err.contains("device-tree/model"), "{err}");
@@ -196,4 +220,42 @@ fn board_info_labels_name_the_hypervisor_and_what_is_missing() {
         label_values("qemu-virt"),
         ["unknown", "none", "unknown", FALLBACK_PROFILE]
     );
+}
+
+/// Each Jetson names the on-module rail that measures the whole module (the node meter), or says
+/// that none does; other boards name none.
+#[test]
+fn jetsons_name_their_module_rail() {
+    let cases: &[(&str, Option<&str>)] = &[
+        ("jetson-nano", Some("POM_5V_IN")),
+        ("jetson-tx2", Some("VDD_IN")),
+        ("jetson-xavier-nx", Some("VDD_IN")),
+        ("jetson-orin-nano", Some("VDD_IN")),
+        ("jetson-orin-nx", Some("VDD_IN")),
+        ("jetson-agx-xavier", None),
+        ("jetson-agx-orin", None),
+        ("rpi5b", None),
+        ("x86-server", None),
+    ];
+    for &(name, rail) in cases {
+        let d = detect_host(&fixture(name)).unwrap();
+        assert_eq!(d.module_rail(), rail, "{name}: {d}");
+    }
+    let nano = detect_host(&fixture("jetson-nano")).unwrap().to_string();
+    assert!(
+        nano.ends_with(
+            "; module power rail POM_5V_IN (--meter ina3221x:POM_5V_IN on L4T R32, \
+             --meter hwmon:POM_5V_IN on L4T R34+)"
+        ),
+        "{nano}"
+    );
+    let agx = detect_host(&fixture("jetson-agx-orin"))
+        .unwrap()
+        .to_string();
+    assert!(
+        agx.contains("no on-module rail measures the whole module"),
+        "{agx}"
+    );
+    let pi5 = detect_host(&fixture("rpi5b")).unwrap().to_string();
+    assert!(!pi5.contains("rail"), "{pi5}");
 }

@@ -30,6 +30,7 @@ fn fixture_config() -> Config {
             procfs: root.join("proc"),
             sysfs: root.join("sys"),
             cgroupfs: root.join("cgroup"),
+            rootfs: root.to_path_buf(),
         },
         "fixture-node",
     );

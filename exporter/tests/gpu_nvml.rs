@@ -468,9 +468,10 @@ fn a_driver_that_is_not_loaded_is_a_reason_too() {
     let state = State::new("init=DRIVER_NOT_LOADED\n");
     let mut exp = Exporter::start(Some((fake_library_dir(), &state)), &["nvml:0"]);
     exp.until("the driver's absence is the reason", |t| {
-        let want = "reason=\"NVML: the NVIDIA kernel driver is not loaded\"} 0";
+        // The Jetson source's reason follows NVML's.
+        let want = "reason=\"NVML: the NVIDIA kernel driver is not loaded; no Jetson";
         (t.lines()
-            .any(|l| l.contains("collector=\"gpu\"") && l.ends_with(want))
+            .any(|l| l.contains("collector=\"gpu\"") && l.contains(want) && l.ends_with(" 0"))
             && t.lines().any(|l| {
                 l.contains("collector=\"meter\",reason=\"nvml:0: NVML: the NVIDIA kernel driver")
             }))

@@ -220,3 +220,43 @@ fn meters_subcommand_lists_what_is_found_and_why_not() {
     );
     assert!(text.contains("rapl:auto: unavailable:"), "{text}");
 }
+
+/// A Jetson Xavier NX on L4T R32: NVIDIA's `ina3221x` IIO driver at I2C 7-0040 (paths and rail
+/// names as jetson-stats' `jtop/core/power.py` reads them; values in mW, mV, mA). Each rail is a
+/// channel named by its rail; a rail whose chip goes away reports `up 0` and counts `unplugged`.
+#[test]
+fn jetson_rails_of_the_legacy_ina3221x_driver() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    let d = "bus/i2c/drivers/ina3221x/7-0040/iio:device0";
+    for (k, rail, mw, mv, ma) in [
+        (0, "VDD_IN", 4582, 5032, 912),
+        (1, "VDD_CPU_GPU_CV", 612, 5024, 122),
+        (2, "VDD_SOC", 1224, 5024, 244),
+    ] {
+        write(r, &format!("{d}/rail_name_{k}"), &format!("{rail}\n"));
+        write(r, &format!("{d}/in_power{k}_input"), &format!("{mw}\n"));
+        write(r, &format!("{d}/in_voltage{k}_input"), &format!("{mv}\n"));
+        write(r, &format!("{d}/in_current{k}_input"), &format!("{ma}\n"));
+    }
+    let mut s = sampler(r, &["ina3221x:auto"]);
+    let set = s.collect_once();
+    assert_eq!(value(&set, names::POWER_WATTS, "VDD_IN"), Some(4.582));
+    assert_eq!(value(&set, names::VOLTAGE_VOLTS, "VDD_IN"), Some(5.032));
+    assert_eq!(value(&set, names::CURRENT_AMPERES, "VDD_SOC"), Some(0.244));
+    let text = String::from_utf8(set.encode_text("nx-1")).unwrap();
+    assert!(text.contains("kind=\"ina3221x\""), "{text}");
+
+    write(r, &format!("{d}/in_power0_input"), "garbage\n");
+    let set = s.collect_once();
+    assert_eq!(value(&set, names::UP, "VDD_IN"), Some(0.0));
+    assert_eq!(
+        crate::support::errors(
+            &set,
+            "VDD_IN",
+            greenpipe_exporter::meter::Reason::BadResponse
+        ),
+        1.0
+    );
+    assert_eq!(value(&set, names::UP, "VDD_SOC"), Some(1.0));
+}

@@ -117,7 +117,7 @@ proptest! {
             text.push_str(&format!("8 {i} sd{i} 1 0 {s} 0 1 0 {s} 0 0 0 0\n"));
         }
         text.push_str(&format!("8 99 sdz 1 0 {bad} 0 1 0 1 0 0 0 0\n"));
-        let config = Config::for_paths(Paths { procfs: dir.path().into(), sysfs: sys, cgroupfs: dir.path().into() }, "n");
+        let config = Config::for_paths(Paths { procfs: dir.path().into(), sysfs: sys, cgroupfs: dir.path().into(), rootfs: dir.path().into() }, "n");
         let mut filter = diskstats::DiskFilter::new(&config.context());
         let (totals, malformed) = diskstats::whole_disk_totals(&text, &mut filter);
         prop_assert_eq!(malformed, 1);
@@ -199,7 +199,7 @@ proptest! {
         std::fs::write(zone.join("name"), "package-0\n").unwrap();
         std::fs::write(zone.join("energy_uj"), &text).unwrap();
         std::fs::write(zone.join("max_energy_range_uj"), "262143328850\n").unwrap();
-        let paths = Paths { procfs: dir.path().join("proc"), sysfs: dir.path().join("sys"), cgroupfs: dir.path().into() };
+        let paths = Paths { procfs: dir.path().join("proc"), sysfs: dir.path().join("sys"), cgroupfs: dir.path().into(), rootfs: dir.path().into() };
         let trimmed = text.trim();
         let mut meters = hwmon::build(&paths, "auto").unwrap();
         prop_assert_eq!(meters.len(), 1);

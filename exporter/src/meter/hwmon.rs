@@ -10,6 +10,14 @@
 //! 3. else `energy<K>_input` (µJ): power from the counter's increase between reads.
 //!
 //! `energy<K>_input` of a power channel's index is used as the device energy counter.
+//!
+//! A chip whose driver labels its channels (`in<K>_label`, or `power<K>_label` for a power
+//! channel) names each channel by its label: the mainline `ina3221` driver on a Jetson with L4T
+//! R34+ labels `in1`-`in3` with the rail names of the device tree (`VDD_IN`, `VDD_CPU_GPU_CV`,
+//! `VDD_SOC` on an Orin Nano/NX), so `hwmon:VDD_IN` selects the module input rail. On such a chip
+//! only the labelled channels are read: the unlabelled indices are shunt voltages and sums
+//! (`in4`-`in7`, `curr4`), not rails, and a rail labelled `NC` is not connected. A chip without
+//! labels keeps the `<hwmonN>-<chip name>-<attr>` names.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -20,7 +28,9 @@ use super::energy::CounterRate;
 use super::{Detected, DeviceEnergy, KindDef, ReadError, Reading, Reason};
 use crate::paths::Paths;
 
-const TARGET_HELP: &str = "`auto` (every power sensor) or a chip directory name, e.g. hwmon2";
+const TARGET_HELP: &str =
+    "`auto` (every power sensor), a chip directory name (hwmon2), a chip name (ina219) or a \
+     channel label (VDD_IN)";
 
 /// `hwmon:auto`, `hwmon:hwmon2`, `hwmon:ina219`.
 pub static KIND: KindDef = KindDef {
@@ -69,7 +79,16 @@ fn indices(files: &BTreeSet<String>, prefix: &str) -> BTreeSet<u32> {
         .collect()
 }
 
-/// The channels of one chip directory, named `<hwmonN>-<chip name>-<attr>`.
+/// The label of channel `index` of `attr` (`in`, `power`), trimmed; `None` when the chip has
+/// no such file or it is empty or unreadable.
+fn label(chip: &Path, attr: &str, index: u32) -> Option<String> {
+    let text = fs::read_to_string(chip.join(format!("{attr}{index}_label"))).ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+/// The channels of one chip directory, named by their label where the chip labels them, else
+/// `<hwmonN>-<chip name>-<attr>`.
 pub fn channels(chip: &Path) -> Vec<(String, HwmonMeter)> {
     let Ok(entries) = fs::read_dir(chip) else {
         return Vec::new();
@@ -99,9 +118,26 @@ pub fn channels(chip: &Path) -> Vec<(String, HwmonMeter)> {
             (Source::Energy, energy.iter().copied().collect(), "energy")
         }
     };
-    list.into_iter()
+    let labels: Vec<(u32, Option<String>)> = list
+        .into_iter()
         .map(|index| {
-            let name = format!("{dir}-{chip_name}-{attr}{index}");
+            let l = label(chip, attr, index).or_else(|| label(chip, "in", index));
+            (index, l)
+        })
+        .collect();
+    let labelled = labels.iter().any(|(_, l)| l.is_some());
+    labels
+        .into_iter()
+        .filter_map(|(index, label)| {
+            let name = if labelled {
+                let label = label?;
+                if label == "NC" {
+                    return None; // not connected (jetson-stats skips these too)
+                }
+                label
+            } else {
+                format!("{dir}-{chip_name}-{attr}{index}")
+            };
             let meter = HwmonMeter {
                 chip: chip.to_path_buf(),
                 index,
@@ -111,7 +147,7 @@ pub fn channels(chip: &Path) -> Vec<(String, HwmonMeter)> {
                 source: source.clone(),
                 rate: CounterRate::default(),
             };
-            (name, meter)
+            Some((name, meter))
         })
         .collect()
 }
@@ -132,6 +168,26 @@ pub fn build(paths: &Paths, target: &str) -> Result<Vec<(String, HwmonMeter)>, S
             || name.as_deref().ok() == Some(target);
         if selected {
             out.extend(channels(&chip));
+        } else {
+            // `hwmon:VDD_IN`: the channel labelled so, on whichever chip has it.
+            out.extend(channels(&chip).into_iter().filter(|(n, _)| n == target));
+        }
+    }
+    // Labels are unique per chip, not per host: a repeated one is prefixed with its chip.
+    let mut seen = BTreeSet::new();
+    let repeated: BTreeSet<String> = out
+        .iter()
+        .filter(|(n, _)| !seen.insert(n.clone()))
+        .map(|(n, _)| n.clone())
+        .collect();
+    for (name, meter) in &mut out {
+        if repeated.contains(name.as_str()) {
+            let dir = meter
+                .chip
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            *name = format!("{dir}-{name}");
         }
     }
     if out.is_empty() {
@@ -142,7 +198,7 @@ pub fn build(paths: &Paths, target: &str) -> Result<Vec<(String, HwmonMeter)>, S
             )
         } else {
             format!(
-                "no hwmon chip {target:?} with power sensors under {}",
+                "no hwmon chip or channel label {target:?} with power sensors under {}",
                 root.display()
             )
         });
@@ -313,6 +369,99 @@ mod tests {
         assert!(err.contains("no hwmon chip"), "{err}");
         let empty = tempfile::tempdir().unwrap();
         assert!(build(&paths(empty.path()), "auto").is_err());
+    }
+
+    /// A Jetson Orin Nano on L4T R35/R36: the mainline `ina3221` driver at I2C 1-0040 labels
+    /// its bus-voltage channels with the rails of the device tree (NVIDIA Jetson Linux R35.6
+    /// developer guide, "Jetson Orin Nano Series, Jetson Orin NX Series and Jetson AGX Orin
+    /// Series", power monitor; jetson-stats `jtop/core/power.py`). `in4`-`in6` are shunt
+    /// voltages, `in7` the shunt sum and `curr4` the current sum: not rails.
+    fn orin_nano(root: &Path) {
+        let mut files = vec![("name", "ina3221\n".to_string())];
+        for (k, label, mv, ma) in [
+            (1, "VDD_IN", 5056, 944),
+            (2, "VDD_CPU_GPU_CV", 5064, 120),
+            (3, "VDD_SOC", 5064, 288),
+        ] {
+            files.push((
+                ["in1_label", "in2_label", "in3_label"][k - 1],
+                format!("{label}\n"),
+            ));
+            files.push((
+                ["in1_input", "in2_input", "in3_input"][k - 1],
+                format!("{mv}\n"),
+            ));
+            files.push((
+                ["curr1_input", "curr2_input", "curr3_input"][k - 1],
+                format!("{ma}\n"),
+            ));
+        }
+        files.push(("in4_input", "7\n".into()));
+        files.push(("in7_input", "20\n".into()));
+        files.push(("in7_label", "sum of shunt voltages\n".into()));
+        files.push(("curr4_input", "1352\n".into()));
+        let files: Vec<(&str, &str)> = files.iter().map(|(f, v)| (*f, v.as_str())).collect();
+        chip(root, "hwmon1", &files);
+    }
+
+    #[test]
+    fn labelled_channels_are_named_by_their_label_and_selectable_by_it() {
+        let t = fixture();
+        orin_nano(t.path());
+        let names: Vec<String> = build(&paths(t.path()), "auto")
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "hwmon0-ina219-power1",
+                "VDD_IN",
+                "VDD_CPU_GPU_CV",
+                "VDD_SOC",
+                "hwmon10-energy_only-energy1"
+            ]
+        );
+        let mut chans = build(&paths(t.path()), "VDD_IN").unwrap();
+        assert_eq!(chans.len(), 1);
+        let r = chans[0].1.read().unwrap();
+        assert_eq!(r.voltage_volts, Some(5.056));
+        assert_eq!(r.current_amperes, Some(0.944));
+        assert_eq!(r.power_watts, Some(5.056 * 0.944));
+        let err = build(&paths(t.path()), "VDD_GPU").unwrap_err();
+        assert!(err.contains("channel label \"VDD_GPU\""), "{err}");
+    }
+
+    #[test]
+    fn unconnected_and_repeated_labels() {
+        let t = fixture();
+        orin_nano(t.path());
+        // AGX Orin labels unused inputs NC; a second chip with the same labels is prefixed.
+        chip(t.path(), "hwmon1", &[("in3_label", "NC\n")]);
+        orin_nano(&t.path().join("dup"));
+        fs::rename(
+            t.path().join("dup/class/hwmon/hwmon1"),
+            t.path().join("class/hwmon/hwmon4"),
+        )
+        .unwrap();
+        let names: Vec<String> = build(&paths(t.path()), "auto")
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "hwmon0-ina219-power1",
+                "hwmon1-VDD_IN",
+                "hwmon1-VDD_CPU_GPU_CV",
+                "hwmon4-VDD_IN",
+                "hwmon4-VDD_CPU_GPU_CV",
+                "VDD_SOC",
+                "hwmon10-energy_only-energy1"
+            ]
+        );
     }
 
     #[test]

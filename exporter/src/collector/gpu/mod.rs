@@ -19,6 +19,7 @@
 //! processes used a GPU), so it never restarts while the container runs; once the cgroup is
 //! gone its series are dropped.
 
+pub mod jetson;
 pub mod nvml;
 
 use std::collections::HashMap;
@@ -108,7 +109,8 @@ pub trait Source: Send {
 /// collector is Unavailable naming every reason. (Spelled out, not a type alias: each source
 /// module's `open` is written against this signature.)
 #[allow(clippy::type_complexity)]
-const OPENERS: &[fn(&Context<'_>) -> Result<Box<dyn Source>, CollectError>] = &[nvml::open];
+const OPENERS: &[fn(&Context<'_>) -> Result<Box<dyn Source>, CollectError>] =
+    &[nvml::open, jetson::open];
 
 fn build(ctx: &Context<'_>) -> Result<Box<dyn Collector>, CollectError> {
     let mut reasons = Vec::new();
