@@ -58,6 +58,20 @@ impl DemoPod {
         }
         Ok(pod)
     }
+
+    /// The container's cgroup directory.
+    pub fn cgroup(&self) -> &Path {
+        self.pod.cgroup()
+    }
+
+    /// The processes in the container's cgroup now.
+    pub fn pids(&self) -> Vec<u32> {
+        std::fs::read_to_string(self.cgroup().join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
 }
 
 impl Drop for DemoPod {

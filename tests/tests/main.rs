@@ -25,6 +25,7 @@ mod exporter_lifecycle;
 mod exporter_push;
 mod exporter_scraped;
 mod fuzz_targets_replay;
+mod gpu_attribution;
 mod helm_k8s;
 mod meter_scraped;
 mod multi_tenant_backends;

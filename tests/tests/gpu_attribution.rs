@@ -1,0 +1,211 @@
+//! End to end, GPU: two processes in pod-shaped cgroups that the NVML stand-in
+//! (exporter/tests/fixtures/fake_nvml, the real ABI, loaded through LD_LIBRARY_PATH as the real
+//! library is) reports at 78 % and 15 % of the GPU, the exporter binary's gpu collector, a real
+//! Prometheus scraping it, and `greenpipe-estimator serve` with a model that has a GPU term. At
+//! every tick the estimator wrote, the containers' power (idle + dynamic, `system` included)
+//! adds up to the node's, and the two containers' dynamic power is in their GPU shares' ratio
+//! (their processes sleep: the GPU is all they use).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use greenpipe_common::names::{estimate, label};
+use greenpipe_tests::demo_pod::DemoPod;
+use greenpipe_tests::models::file_json;
+use greenpipe_tests::{
+    free_port, marker_ticks, raw_samples, wait_for, workspace_binary, workspace_root, Guard,
+    Prometheus,
+};
+
+const NODE: &str = "gpu-node";
+
+/// Builds the NVML stand-in as `DIR/libnvidia-ml.so.1`.
+fn fake_nvml(dir: &Path) {
+    let source = workspace_root().join("exporter/tests/fixtures/fake_nvml/fake_nvml.c");
+    let out = Command::new("cc")
+        .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
+        .arg(dir.join("libnvidia-ml.so.1"))
+        .arg(&source)
+        .output()
+        .expect("cc (gcc) is installed");
+    assert!(
+        out.status.success(),
+        "building {}: {}",
+        source.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The process of a pod running one program.
+fn pid_of(pod: &DemoPod) -> u32 {
+    let pids = pod.pids();
+    assert_eq!(pids.len(), 1, "{}: {pids:?}", pod.cgroup().display());
+    pids[0]
+}
+
+/// 3 W + 2 W per busy CPU + 40 W per busy GPU, idle 3 W; attribution by CPU and GPU time.
+fn gpu_model() -> String {
+    r#"{
+      "name": "gpu-linear",
+      "selector": {"default": true},
+      "features": [
+        {"feature": "cpu_seconds_per_second", "mean": 0.0, "scale": 1.0},
+        {"feature": "gpu_seconds_per_second", "mean": 0.0, "scale": 1.0}
+      ],
+      "regressor": {"kind": "linear", "intercept": 3.0, "coefficients": [2.0, 40.0]},
+      "idle_power_watts": 3.0,
+      "attribution_weights": [
+        {"feature": "cpu_seconds_per_second", "watts_per_unit": 2.0},
+        {"feature": "gpu_seconds_per_second", "watts_per_unit": 40.0}
+      ]
+    }"#
+    .to_string()
+}
+
+#[test]
+fn containers_gpu_shares_split_the_node_power_and_add_up_to_it() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "needs root (cgroups)");
+    let scope = format!("greenpipe-gpu-e2e-{}", std::process::id());
+    let a = DemoPod::start_program(&scope, Path::new("/bin/sleep"), &["600"]).expect("pod a");
+    let b = DemoPod::start_program(&scope, Path::new("/bin/sleep"), &["600"]).expect("pod b");
+    let dir = tempfile::tempdir().unwrap();
+    fake_nvml(dir.path());
+    let state = dir.path().join("state");
+    std::fs::write(
+        &state,
+        format!(
+            "count=1\n0.name=NVIDIA T4\n0.uuid=GPU-1b2c3d4e-0000-1111-2222-333344445555\n\
+             0.power_mw=52000\n0.energy_mj=1000\n0.util_gpu=93\n0.util_mem=30\n\
+             0.mem_total=16000000000\n0.mem_used=4000000000\n0.clock_sm=1590\n\
+             0.procs={}:78:1048576,{}:15:2097152\n",
+            pid_of(&a),
+            pid_of(&b)
+        ),
+    )
+    .unwrap();
+
+    let port = free_port();
+    let exporter = Command::new(workspace_binary("greenpipe-exporter"))
+        .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
+        .args(["--node-name", NODE, "--collection.interval", "500ms"])
+        .env("LD_LIBRARY_PATH", dir.path())
+        .env("FAKE_NVML_STATE", &state)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting the exporter");
+    let _exporter = Guard::new("exporter", exporter);
+    let prom = Prometheus::start(&[format!("127.0.0.1:{port}")], "1s").expect("prometheus");
+
+    let models = dir.path().join("models.json");
+    std::fs::write(&models, file_json(&[gpu_model()])).unwrap();
+    let estimator = Command::new(workspace_binary("greenpipe-estimator"))
+        .args([
+            "serve".to_string(),
+            format!("--prometheus-url={}", prom.url),
+            format!("--remote-write-url={}", prom.remote_write_url()),
+            format!("--models={}", models.display()),
+            format!("--web.listen-address=127.0.0.1:{}", free_port()),
+            "--interval=1s".into(),
+            "--delay=1s".into(),
+            "--rate-window=5s".into(),
+            "--log.level=warn".into(),
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("starting the estimator");
+    let _estimator = Guard::new("estimator", estimator);
+
+    // Ticks whose every series landed, with both containers' shares among them.
+    let container = |id: &str| {
+        format!(
+            "{}{{{}=\"{NODE}\",{}=\"{id}\"}}",
+            estimate::CONTAINER_POWER_WATTS,
+            label::NODE,
+            label::CONTAINER_ID
+        )
+    };
+    let ticks = wait_for(Duration::from_secs(90), || {
+        let written = marker_ticks(&prom.url);
+        let with = |id: &str| -> Option<std::collections::BTreeSet<i64>> {
+            let s = raw_samples(&prom.url, &container(id), "10m").ok()?;
+            Some(
+                s.iter()
+                    .flat_map(|s| s.samples.iter().map(|p| p.0))
+                    .collect(),
+            )
+        };
+        let both: Vec<i64> = with(&a.container_id)?
+            .intersection(&with(&b.container_id)?)
+            .filter(|t| written.contains(t))
+            .copied()
+            .collect();
+        (both.len() >= 8).then_some(both)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no eight complete ticks with both containers; stored: {:?}",
+            prom.query(&format!(
+                "{{__name__=~\"greenpipe_.*power.*\",{}=\"{NODE}\"}}",
+                label::NODE
+            ))
+        )
+    });
+
+    let node = raw_samples(
+        &prom.url,
+        &format!(
+            "{}{{{}=\"{NODE}\"}}",
+            estimate::NODE_POWER_WATTS,
+            label::NODE
+        ),
+        "10m",
+    )
+    .unwrap();
+    let node: BTreeMap<i64, f64> = node.iter().flat_map(|s| s.samples.clone()).collect();
+    let shares = raw_samples(
+        &prom.url,
+        &format!(
+            "{}{{{}=\"{NODE}\"}}",
+            estimate::CONTAINER_POWER_WATTS,
+            label::NODE
+        ),
+        "10m",
+    )
+    .unwrap();
+    for t in &ticks {
+        let total: f64 = shares
+            .iter()
+            .flat_map(|s| s.samples.iter().filter(|p| p.0 == *t).map(|p| p.1))
+            .sum();
+        let watts = node[t];
+        assert!(
+            (total - watts).abs() < 1e-6 * watts,
+            "tick {t}: containers add up to {total} W, the node is {watts} W"
+        );
+        // Once the rate window holds only GPU-busy samples, the GPU term is 40 W x 0.93 (the
+        // first ticks' rates see the counters start inside their window).
+        if t == ticks.last().unwrap() {
+            assert!(watts > 3.0 + 40.0 * 0.9, "tick {t}: node {watts} W");
+        }
+        let dynamic = |id: &str| -> f64 {
+            shares
+                .iter()
+                .filter(|s| {
+                    s.labels.get(label::CONTAINER_ID).map(String::as_str) == Some(id)
+                        && s.labels.get(label::COMPONENT).map(String::as_str) == Some("dynamic")
+                })
+                .flat_map(|s| s.samples.iter().filter(|p| p.0 == *t).map(|p| p.1))
+                .sum()
+        };
+        let (da, db) = (dynamic(&a.container_id), dynamic(&b.container_id));
+        let ratio = da / db;
+        assert!(
+            (ratio - 78.0 / 15.0).abs() < 0.05 * 78.0 / 15.0,
+            "tick {t}: dynamic {da} W and {db} W, ratio {ratio}, NVML's 78:15 = {}",
+            78.0 / 15.0
+        );
+    }
+}
