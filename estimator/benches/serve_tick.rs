@@ -17,9 +17,8 @@ use std::time::Duration;
 
 use greenpipe_common::features::Feature;
 use greenpipe_common::model::ModelFile;
-use greenpipe_estimator::attribution::IdleSplit;
 use greenpipe_estimator::energy::Ledger;
-use greenpipe_estimator::estimate::estimate_tick;
+use greenpipe_estimator::estimate::{estimate_tick, Policy};
 use greenpipe_estimator::promql::decode_matrix;
 use greenpipe_estimator::readout::{assemble, Assembly, PROCESSES};
 use greenpipe_estimator::remote_write::wire::encode_request;
@@ -209,7 +208,7 @@ fn main() {
         let mut energy = Vec::with_capacity(ticks.len());
         for tick in &ticks {
             let t2 = thread_cpu();
-            let e = estimate_tick(&models, tick, IdleSplit::Processes);
+            let e = estimate_tick(&models, tick, Policy::default());
             assert_eq!(e.nodes.len(), nodes, "every node estimated");
             let t3 = thread_cpu();
             energy.push(ledger.record(&e, 1000));
@@ -307,7 +306,7 @@ fn main() {
             Shard::ALL,
         )
     };
-    let estimates = estimate_tick(&models, &ticks[0], IdleSplit::Processes);
+    let estimates = estimate_tick(&models, &ticks[0], Policy::default());
     let energy = ledger.record(&estimates, 1000);
     let mut best = Duration::MAX;
     for _ in 0..rounds {

@@ -299,6 +299,8 @@ mod tests {
                 node: "n".into(),
                 model: &models.models[0],
                 watts,
+                predicted_watts: watts,
+                measured: false,
                 idle_watts: 1.0,
                 meter_watts: None,
                 shares: vec![Share {

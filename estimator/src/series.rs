@@ -214,12 +214,14 @@ fn lay_out(estimates: &[TickEstimates<'_>], energy: &[TickEnergy], out: &mut imp
         out.tail(&[]);
         series(out, node_power, &|e, _| Some(e.watts));
         series(out, node_idle, &|e, _| Some(e.idle_watts));
-        series(out, node_error, &|e, _| e.meter_watts.map(|m| e.watts - m));
+        series(out, node_error, &|e, _| {
+            e.meter_watts.map(|m| e.predicted_watts - m)
+        });
         // A meter reading 0 W is unplugged or idle-blind: no relative error from it.
         series(out, node_error_ratio, &|e, _| {
             e.meter_watts
                 .filter(|&m| m > 0.0)
-                .map(|m| (e.watts - m).abs() / m)
+                .map(|m| (e.predicted_watts - m).abs() / m)
         });
         series(out, node_energy, &|_, j| Some(j.joules));
 
@@ -311,9 +313,8 @@ fn container_series(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attribution::IdleSplit;
     use crate::energy::Ledger;
-    use crate::estimate::estimate_tick;
+    use crate::estimate::{estimate_tick, Policy};
     use crate::readout::{ContainerUsage, NodeUsage, Tick};
     use crate::remote_write::{batches, decode, encode, BatchLimits, EncodedBatch};
     use greenpipe_common::features::{Feature, FeatureValues};
@@ -386,7 +387,7 @@ mod tests {
         let mut ledger = Ledger::new(3_600_000);
         let estimates: Vec<_> = ticks
             .iter()
-            .map(|t| estimate_tick(&models, t, IdleSplit::Processes))
+            .map(|t| estimate_tick(&models, t, Policy::default()))
             .collect();
         assert_eq!(
             estimates[1].skipped.len(),
@@ -518,7 +519,7 @@ mod tests {
                 usage("n2", &["c"], 2.0, None),
             ],
         };
-        let estimates = estimate_tick(&models, &tick, IdleSplit::Processes);
+        let estimates = estimate_tick(&models, &tick, Policy::default());
         let energy = Ledger::new(3_600_000).record(&estimates, 1000);
         let series = tick_series(&estimates, &energy);
         let names: std::collections::BTreeSet<_> = series
@@ -538,7 +539,7 @@ mod tests {
             timestamp_ms: 5_000,
             nodes: vec![usage("n1", &["a", "b"], 1.0, Some(4.0))],
         };
-        let estimates = estimate_tick(&models, &tick, IdleSplit::Processes);
+        let estimates = estimate_tick(&models, &tick, Policy::default());
         let energy = Ledger::new(3_600_000).record(&estimates, 1000);
         let series = tick_series(&estimates, &energy);
         // power, idle, error, ratio, energy; then 4 per container and system.

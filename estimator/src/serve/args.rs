@@ -13,6 +13,7 @@ use greenpipe_common::listen::parse_listen_address;
 use super::pipeline::PipelineConfig;
 use crate::attribution::IdleSplit;
 use crate::endpoint::{AuthFlags, Endpoint};
+use crate::estimate::{NodePower, Policy};
 use crate::model_registry::ModelRegistry;
 use crate::promql::Engine;
 use crate::remote_write::{BatchLimits, Protocol, RetryPolicy};
@@ -146,6 +147,11 @@ pub struct ServeArgs {
     /// How idle power is split over containers.
     #[arg(long = "idle-split", value_enum, default_value_t = IdleSplit::Processes)]
     pub idle_split: IdleSplit,
+    /// The power a node reports: `predicted` (the model's, everywhere), or `measured` (on a
+    /// node with a whole-node meter, e.g. a USB meter or a Jetson's module rail, its reading,
+    /// split over containers by the model; nvml meters read a GPU only and do not count).
+    #[arg(long = "node-power", value_enum, default_value_t = NodePower::Predicted)]
+    pub node_power: NodePower,
     /// Oldest missed tick to backfill after an outage. Prometheus refuses remote-written samples
     /// more than about an hour older than its newest ones (out of bounds), so keep it at 1h there.
     #[arg(long = "backfill.max-age", default_value = "1h", value_parser = humantime::parse_duration)]
@@ -402,7 +408,10 @@ impl ServeArgs {
                 shard_label: self.shard_label,
                 engine: self.prometheus_engine,
                 http_timeout: self.http_timeout,
-                idle_split: self.idle_split,
+                policy: Policy {
+                    node_power: self.node_power,
+                    idle_split: self.idle_split,
+                },
                 backfill_max_age: self.backfill_max_age,
                 backfill_max_ticks: self.backfill_max_ticks,
                 read_ticks: self.read_ticks,

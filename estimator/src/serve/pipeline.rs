@@ -18,9 +18,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tracing::{info, warn};
 
-use crate::attribution::IdleSplit;
 use crate::endpoint::Endpoint;
 use crate::energy::Ledger;
+use crate::estimate::Policy;
 use crate::model_registry::{ModelRegistry, RegistryError};
 use crate::promql::{Engine, Prometheus};
 use crate::remote_write::{BatchLimits, Protocol, RetryPolicy, Sender};
@@ -66,8 +66,8 @@ pub struct PipelineConfig {
     pub engine: Engine,
     /// Per-request timeout, also passed to the engine.
     pub http_timeout: Duration,
-    /// Idle split.
-    pub idle_split: IdleSplit,
+    /// Which power a node reports, and the idle split.
+    pub policy: Policy,
     /// Oldest tick to backfill.
     pub backfill_max_age: Duration,
     /// Ticks per range query.

@@ -107,8 +107,8 @@ impl Pipeline {
         candidate: ModelFile,
         tick: &Tick,
     ) -> Arc<Active> {
-        let now = estimate_tick(&current.models, tick, self.config.idle_split);
-        let next = estimate_tick(&candidate, tick, self.config.idle_split);
+        let now = estimate_tick(&current.models, tick, self.config.policy);
+        let next = estimate_tick(&candidate, tick, self.config.policy);
         let lost: Vec<&str> = next
             .skipped
             .iter()

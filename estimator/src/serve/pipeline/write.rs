@@ -17,7 +17,7 @@ impl Pipeline {
         let mut estimates = Vec::with_capacity(group.len());
         let mut energy = Vec::with_capacity(group.len());
         for tick in group {
-            let e = estimate_tick(models, tick, self.config.idle_split);
+            let e = estimate_tick(models, tick, self.config.policy);
             energy.push(self.energy.record(&e, step));
             for (node, reason) in &e.skipped {
                 tracing::debug!(node, reason = reason.as_str(), "node skipped");
