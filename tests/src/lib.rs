@@ -10,6 +10,7 @@ pub mod cgroup;
 pub mod closed_loop_meter;
 pub mod control_plane;
 pub mod daemon;
+pub mod fake_nvml;
 pub mod link;
 pub mod models;
 pub mod pki;

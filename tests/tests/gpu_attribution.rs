@@ -13,30 +13,13 @@ use std::time::Duration;
 
 use greenpipe_common::names::{estimate, label};
 use greenpipe_tests::demo_pod::DemoPod;
+use greenpipe_tests::fake_nvml::FakeNvml;
 use greenpipe_tests::models::file_json;
 use greenpipe_tests::{
-    free_port, marker_ticks, raw_samples, wait_for, workspace_binary, workspace_root, Guard,
-    Prometheus,
+    free_port, marker_ticks, raw_samples, wait_for, workspace_binary, Guard, Prometheus,
 };
 
 const NODE: &str = "gpu-node";
-
-/// Builds the NVML stand-in as `DIR/libnvidia-ml.so.1`.
-fn fake_nvml(dir: &Path) {
-    let source = workspace_root().join("exporter/tests/fixtures/fake_nvml/fake_nvml.c");
-    let out = Command::new("cc")
-        .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
-        .arg(dir.join("libnvidia-ml.so.1"))
-        .arg(&source)
-        .output()
-        .expect("cc (gcc) is installed");
-    assert!(
-        out.status.success(),
-        "building {}: {}",
-        source.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// The process of a pod running one program.
 fn pid_of(pod: &DemoPod) -> u32 {
@@ -72,27 +55,17 @@ fn containers_gpu_shares_split_the_node_power_and_add_up_to_it() {
     let a = DemoPod::start_program(&scope, Path::new("/bin/sleep"), &["600"]).expect("pod a");
     let b = DemoPod::start_program(&scope, Path::new("/bin/sleep"), &["600"]).expect("pod b");
     let dir = tempfile::tempdir().unwrap();
-    fake_nvml(dir.path());
-    let state = dir.path().join("state");
-    std::fs::write(
-        &state,
-        format!(
-            "count=1\n0.name=NVIDIA T4\n0.uuid=GPU-1b2c3d4e-0000-1111-2222-333344445555\n\
-             0.power_mw=52000\n0.energy_mj=1000\n0.util_gpu=93\n0.util_mem=30\n\
-             0.mem_total=16000000000\n0.mem_used=4000000000\n0.clock_sm=1590\n\
-             0.procs={}:78:1048576,{}:15:2097152\n",
-            pid_of(&a),
-            pid_of(&b)
-        ),
-    )
-    .unwrap();
+    let nvml = FakeNvml::build(&FakeNvml::one_gpu_state(
+        52.0,
+        93,
+        &[(pid_of(&a), 78), (pid_of(&b), 15)],
+    ));
 
     let port = free_port();
-    let exporter = Command::new(workspace_binary("greenpipe-exporter"))
+    let exporter = nvml
+        .apply(&mut Command::new(workspace_binary("greenpipe-exporter")))
         .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
         .args(["--node-name", NODE, "--collection.interval", "500ms"])
-        .env("LD_LIBRARY_PATH", dir.path())
-        .env("FAKE_NVML_STATE", &state)
         .stderr(Stdio::null())
         .spawn()
         .expect("starting the exporter");

@@ -18,6 +18,7 @@ use std::time::Duration;
 use greenpipe_exporter::meter::um_emulator::Emulator;
 use greenpipe_exporter::meter::usb_um::{Frame, Model};
 use greenpipe_tests::demo_pod::DemoPod;
+use greenpipe_tests::fake_nvml::FakeNvml;
 use greenpipe_tests::grafana::{dashboard_exprs, substitute_variables};
 use greenpipe_tests::static_target::StaticTarget;
 use greenpipe_tests::{free_port, test_binary, wait_for, workspace_root, Guard, Prometheus};
@@ -142,10 +143,18 @@ fn every_dashboard_and_rule_expression_returns_data() {
     ]))
     .expect("kube-state-metrics stand-in");
 
+    // The NVML stand-in (no NVIDIA GPU can exist here): one GPU, the inference pod's process
+    // on it, so the GPU panels have a node GPU and a container share to show.
+    let infer_pid = std::fs::read_to_string(infer_pod.cgroup().join("cgroup.procs"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.trim().parse::<u32>().ok())
+        .expect("the inference pod's process");
+    let nvml = FakeNvml::build(&FakeNvml::one_gpu_state(35.0, 60, &[(infer_pid, 55)]));
     let exporter_port = free_port();
     let _exporter = Guard::new(
         "exporter",
-        Command::new(test_binary("greenpipe-exporter"))
+        nvml.apply(&mut Command::new(test_binary("greenpipe-exporter")))
             .args([
                 "--web.listen-address",
                 &format!("127.0.0.1:{exporter_port}"),
@@ -158,6 +167,8 @@ fn every_dashboard_and_rule_expression_returns_data() {
                 &format!("um25c:{}", meter_dir.path().join("unplugged").display()),
                 "--meter.timeout",
                 "900ms",
+                "--meter",
+                "nvml:auto",
             ])
             .stderr(Stdio::null())
             .spawn()
