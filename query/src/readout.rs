@@ -36,6 +36,35 @@ pub const METER_WATTS: &str = "meter_watts";
 /// per-CPU figures scale with (not a model feature).
 pub const NODE_CPUS: &str = "node_cpus";
 
+/// The node-label query of model selectors over `label_keys`: the labels the node's series carry
+/// (`greenpipe_node_cpus`, which relabelling gives the node's Kubernetes labels). `power_mode`
+/// is not such a label but the gpu collector's `greenpipe_gpu_power_mode_info` (a Jetson's
+/// nvpmodel mode, which sets its clocks, so a model per mode can be selected): it is joined in,
+/// and a node without it keeps its other labels.
+fn node_labels_expr(label_keys: &[String], w: &str, m: &str) -> String {
+    let cpus = format!("last_over_time({}[{w}])", selector(n::CPUS, &[m]));
+    let keys = label_keys.join(", ");
+    if !label_keys.iter().any(|k| k == label::POWER_MODE) {
+        return format!("max by (node, {keys}) ({cpus})");
+    }
+    let others: Vec<&str> = label_keys
+        .iter()
+        .map(String::as_str)
+        .filter(|k| *k != label::POWER_MODE)
+        .collect();
+    let others = if others.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", others.join(", "))
+    };
+    format!(
+        "max by (node, {keys}) ({cpus} * on (node) group_left ({mode}) max by (node, {mode}) \
+         (last_over_time({info}[{w}]))) or on (node) max by (node{others}) ({cpus})",
+        mode = label::POWER_MODE,
+        info = selector(greenpipe_common::names::gpu::POWER_MODE_INFO, &[m]),
+    )
+}
+
 /// Usage of one container (or of the `system` entry) at one tick.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContainerUsage {
@@ -172,13 +201,7 @@ impl QuerySet {
             )))
             .collect::<Vec<_>>()
             .join(" or ");
-        let node_labels = (!label_keys.is_empty()).then(|| {
-            format!(
-                "max by (node, {}) (last_over_time({}[{w}]))",
-                label_keys.join(", "),
-                selector(n::CPUS, &[m])
-            )
-        });
+        let node_labels = (!label_keys.is_empty()).then(|| node_labels_expr(label_keys, &w, m));
         QuerySet {
             node,
             container,

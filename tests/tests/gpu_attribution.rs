@@ -182,3 +182,99 @@ fn containers_gpu_shares_split_the_node_power_and_add_up_to_it() {
         );
     }
 }
+
+/// A model per Jetson power mode: `serve` selects by `power_mode`, which no node label carries
+/// but the gpu collector's `greenpipe_gpu_power_mode_info` does. Node `orin-a` in mode
+/// `2:15W` gets the 15 W model; node `orin-b`, without a power mode, the default one.
+#[test]
+fn models_are_selected_by_the_jetson_power_mode() {
+    use greenpipe_common::names::gpu;
+    use greenpipe_tests::{gauge_series, now_ms, one_container_node, remote_write};
+    let prom = Prometheus::start(&[], "1s").expect("prometheus");
+    let now = now_ms() / 1000 * 1000;
+    let span = (now - 120_000, now + 300_000, 1000);
+    let mut series = Vec::new();
+    for node in ["orin-a", "orin-b"] {
+        series.extend(one_container_node(
+            node,
+            &[("node", node), ("container_id", "c1"), ("pod_uid", "p1")],
+            span,
+        ));
+        // The series node labels are read from, as every exporter writes it.
+        series.push(gauge_series(
+            greenpipe_common::names::node::CPUS,
+            &[("node", node)],
+            6.0,
+            span,
+        ));
+    }
+    series.push(gauge_series(
+        gpu::POWER_MODE_INFO,
+        &[("node", "orin-a"), (label::POWER_MODE, "2:15W")],
+        1.0,
+        span,
+    ));
+    remote_write(&prom.remote_write_url(), series).expect("pushing the nodes' series");
+
+    let model = |name: &str, selector: &str| {
+        format!(
+            r#"{{"name": "{name}", "selector": {selector},
+              "features": [{{"feature": "cpu_seconds_per_second", "mean": 0.0, "scale": 1.0}}],
+              "regressor": {{"kind": "linear", "intercept": 3.0, "coefficients": [2.0]}},
+              "idle_power_watts": 3.0,
+              "attribution_weights": [{{"feature": "cpu_seconds_per_second", "watts_per_unit": 2.0}}]}}"#
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models.json");
+    std::fs::write(
+        &models,
+        file_json(&[
+            model("mode-15w", r#"{"labels": {"power_mode": "2:15W"}}"#),
+            model("fallback", r#"{"default": true}"#),
+        ]),
+    )
+    .unwrap();
+    let estimator = Command::new(workspace_binary("greenpipe-estimator"))
+        .args([
+            "serve".to_string(),
+            format!("--prometheus-url={}", prom.url),
+            format!("--remote-write-url={}", prom.remote_write_url()),
+            format!("--models={}", models.display()),
+            format!("--web.listen-address=127.0.0.1:{}", free_port()),
+            "--interval=1s".into(),
+            "--delay=1s".into(),
+            "--rate-window=5s".into(),
+            "--log.level=warn".into(),
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("starting the estimator");
+    let _estimator = Guard::new("estimator", estimator);
+    // The models each node's predictions were written under.
+    let models_of = |node: &str| -> Vec<String> {
+        raw_samples(
+            &prom.url,
+            &format!("{}{{node=\"{node}\"}}", estimate::NODE_POWER_WATTS),
+            "10m",
+        )
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|s| s.labels.get(label::MODEL).cloned())
+        .collect()
+    };
+    let picked = wait_for(Duration::from_secs(60), || {
+        let (a, b) = (models_of("orin-a"), models_of("orin-b"));
+        (!a.is_empty() && !b.is_empty()).then_some((a, b))
+    })
+    .expect("predictions for both nodes");
+    assert_eq!(
+        picked,
+        (vec!["mode-15w".to_string()], vec!["fallback".to_string()]),
+        "node labels as serve reads them: {:?}",
+        prom.query(&format!(
+            "max by (node, power_mode) (last_over_time({}[5s]))",
+            gpu::POWER_MODE_INFO
+        ))
+    );
+}
