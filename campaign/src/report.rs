@@ -414,7 +414,64 @@ fn monitoring_overhead(a: &Analysis) -> String {
                      (`greenpipe_exporter_cpu_seconds_total`) and the node's together.\n",
         );
     }
+    md.push_str(&pi4_overhead_estimate());
     md
+}
+
+/// The exporter's instructions per tick at the overhead bar's size (eBPF on, 100 pod-shaped
+/// cgroups, 1,000 processes, 1 s ticks): 2.16 M in user space, counted by callgrind
+/// (`scripts/profile-exporter-cycle.sh`, 2026-12-06, `090bb44`), times 2.8 for the kernel's
+/// part of its CPU time (perf `cpu-clock` sampling of the running exporter, 64 % kernel,
+/// `87ed4c2`; an upper bound since `090bb44` cut kernel work). Re-measure both with the
+/// exporter when it changes (docs/benchmarks.md#exporter-overhead).
+const EXPORTER_INSTRUCTIONS_PER_TICK: f64 = 2.16e6 * 2.8;
+/// The Raspberry Pi 4's Cortex-A72 clock, and the instructions per cycle assumed for the
+/// exporter's pointer-chasing, syscall-heavy code on it (an in-order-ish estimate, not measured).
+const PI4_CLOCK_HZ: f64 = 1.5e9;
+const PI4_INSTRUCTIONS_PER_CYCLE: f64 = 1.0;
+
+/// The same figure for a Raspberry Pi 4, estimated: instructions → CPU seconds at the Pi's
+/// clock → watts through the bundled `rpi4` profile's weight per busy CPU second. No Pi is
+/// measured here, so the row says so.
+fn pi4_overhead_estimate() -> String {
+    let profile = greenpipe_common::model::ModelFile::from_json(include_str!(
+        "../../estimator/models/profiles/rpi4.json"
+    ));
+    let model = profile.ok().and_then(|f| f.models.into_iter().next());
+    let Some(model) = model else {
+        return "\nThe bundled rpi4 profile did not load: no Raspberry Pi 4 estimate.\n".into();
+    };
+    let per_cpu = model
+        .attribution_weights
+        .iter()
+        .find(|w| w.feature == greenpipe_common::features::Feature::CpuSecondsPerSecond)
+        .map(|w| w.watts_per_unit);
+    let Some(per_cpu) = per_cpu else {
+        return "\nThe bundled rpi4 profile has no CPU weight: no Raspberry Pi 4 estimate.\n"
+            .into();
+    };
+    let cpu_seconds_per_second =
+        EXPORTER_INSTRUCTIONS_PER_TICK / (PI4_CLOCK_HZ * PI4_INSTRUCTIONS_PER_CYCLE);
+    let watts = cpu_seconds_per_second * per_cpu;
+    let idle = model.idle_power_watts;
+    format!(
+        "\nRaspberry Pi 4, an **estimate** (no Pi measured): the exporter's {:.2} M instructions \
+         per 1 s tick at the bar's size (100 pod cgroups, 1,000 processes, eBPF on; callgrind, \
+         user space × 2.8 for the kernel's part) at the A72's {:.1} GHz and an assumed {} \
+         instruction per cycle are {:.1} ms of CPU per second; through the bundled `rpi4` \
+         profile's {per_cpu} W per busy CPU that is **{:.1} mW**, {:.2} % of the board's {idle} W \
+         idle.\n\n| profile | exporter CPU s/s | exporter W | board idle W | share of idle % |\n\
+         |---|---|---|---|---|\n| rpi4 (estimate) | {:.4} | {:.4} | {idle:.2} | {:.3} |\n",
+        EXPORTER_INSTRUCTIONS_PER_TICK / 1e6,
+        PI4_CLOCK_HZ / 1e9,
+        PI4_INSTRUCTIONS_PER_CYCLE,
+        cpu_seconds_per_second * 1e3,
+        watts * 1e3,
+        100.0 * watts / idle,
+        cpu_seconds_per_second,
+        watts,
+        100.0 * watts / idle,
+    )
 }
 
 fn energy_latency_plot(out: &Path, rows: &[EnergyRow]) -> Result<(), CampaignPlotError> {
@@ -485,4 +542,30 @@ pub fn skipped(a: &Analysis) -> Vec<(&str, &StepResult)> {
         .filter(|(_, r)| r.skipped.is_some())
         .map(|(n, r)| (n.as_str(), r))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The estimate goes through the bundled rpi4 profile: 6.05 M instructions at 1.5 GHz and
+    /// 1 instruction per cycle are 4.03 ms of CPU per second, × 0.925 W per busy CPU = 3.7 mW.
+    #[test]
+    fn the_pi4_row_converts_instructions_through_the_bundled_profile() {
+        let md = pi4_overhead_estimate();
+        assert!(md.contains("**estimate**"), "{md}");
+        let row = md
+            .lines()
+            .find(|l| l.starts_with("| rpi4 (estimate) |"))
+            .unwrap_or_else(|| panic!("{md}"));
+        let cells: Vec<f64> = row
+            .split('|')
+            .filter_map(|c| c.trim().parse().ok())
+            .collect();
+        let cpu = 2.16e6 * 2.8 / 1.5e9;
+        assert!((cells[0] - cpu).abs() < 1e-4, "{row}");
+        assert!((cells[1] - cpu * 0.925).abs() < 1e-4, "{row}");
+        assert_eq!(cells[2], 2.7, "{row}");
+        assert!(md.contains("3.7 mW"), "{md}");
+    }
 }
