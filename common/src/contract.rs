@@ -814,6 +814,14 @@ families! {
         CONTAINER_ENERGY_JOULES_TOTAL = "greenpipe_container_energy_joules_total", Counter, unit "joules", labels [label::CONTAINER_ID, label::POD_UID, label::MODEL, label::COMPONENT],
             help "Energy attributed to a container, per component, accumulated like greenpipe_node_energy_joules_total.";
 
+        /// Gauge, `node`, `model`: the node's GPUs' power as their `nvml` meters read it.
+        NODE_GPU_POWER_WATTS = "greenpipe_node_gpu_power_watts", Gauge, unit "watts", labels [label::MODEL],
+            help "Power of the node's GPUs, measured by their nvml meters and summed; a part of the node's power (model: the node's model, which splits it over containers by GPU-busy time).";
+
+        /// Counter, labels of [`NODE_GPU_POWER_WATTS`]: its energy.
+        NODE_GPU_ENERGY_JOULES_TOTAL = "greenpipe_node_gpu_energy_joules_total", Counter, unit "joules", labels [label::MODEL],
+            help "Energy of the node's GPUs: greenpipe_node_gpu_power_watts times tick length summed, resumed from its last written value after a restart.";
+
         /// Gauge, `shard`: value = the tick's own unix time. Written last for every tick, so the
         /// estimator finds where it left off after a restart from its own output.
         TICK_TIMESTAMP_SECONDS = "greenpipe_estimator_tick_timestamp_seconds", Gauge, unit "seconds", labels [label::SHARD],

@@ -29,6 +29,21 @@ pub fn node_meter_expr(w: &str, m: &str) -> String {
     )
 }
 
+/// The power of the node's GPUs as their `nvml` meters read it, summed over GPUs (restricted by
+/// matcher `m`; empty = none).
+pub fn node_gpu_meter_expr(w: &str, m: &str) -> String {
+    format!(
+        "sum by (node) (last_over_time({}[{w}]))",
+        selector(
+            meter::POWER_WATTS,
+            &[
+                m,
+                &format!("{}=\"{}\"", label::KIND, PARTIAL_METER_KINDS[0])
+            ]
+        )
+    )
+}
+
 /// The labels one container series is keyed by.
 pub const CONTAINER_KEYS: &str = "node, container_id, pod_uid";
 

@@ -28,6 +28,8 @@ struct NodeAccount {
     model: String,
     last_ms: i64,
     joules: f64,
+    /// The node's GPUs' joules, from the first tick with a GPU reading (or a restored value).
+    gpu_joules: Option<f64>,
     // In the order of the last tick's shares, then any it did not have: a tick with the same
     // containers walks them in step, comparing ids (pointers when the account was opened in the
     // same read) instead of hashing a 64-character id per container into a map.
@@ -55,6 +57,8 @@ pub struct TickEnergy {
 pub struct NodeEnergy {
     /// Node energy, joules.
     pub joules: f64,
+    /// The node's GPUs' energy, joules, at a tick with a GPU reading.
+    pub gpu_joules: Option<f64>,
     /// `[idle, dynamic]` joules of every share, in share order.
     pub shares: Vec<[f64; 2]>,
 }
@@ -81,6 +85,7 @@ impl NodeAccount {
             model: model.to_string(),
             last_ms: i64::MIN,
             joules: 0.0,
+            gpu_joules: None,
             containers: Vec::new(),
         }
     }
@@ -184,6 +189,11 @@ impl Ledger {
             let account = self.account(&e.node, &e.model.label());
             account.last_ms = t;
             account.joules += e.watts.max(0.0) * seconds;
+            let gpu_joules = e.gpu_watts.map(|w| {
+                let total = account.gpu_joules.get_or_insert(0.0);
+                *total += w * seconds;
+                *total
+            });
             account.align(&e.shares);
             let shares = e
                 .shares
@@ -198,6 +208,7 @@ impl Ledger {
                 .collect();
             out.nodes.push(NodeEnergy {
                 joules: account.joules,
+                gpu_joules,
                 shares,
             });
         }
@@ -269,6 +280,31 @@ impl Ledger {
         restored
     }
 
+    /// Restores the GPU energy totals (`greenpipe_node_gpu_energy_joules_total`) as
+    /// [`Ledger::restore`] does the node totals. Returns how many series were restored.
+    pub fn restore_gpu(
+        &mut self,
+        gpu_series: &[RangeSeries<'_>],
+        at_ms: i64,
+        shard: Shard,
+    ) -> usize {
+        let mut restored = 0;
+        for s in gpu_series {
+            let node = s.label(label::NODE);
+            let last = s.points.last().map(|p| p.1);
+            let Some(v) = last.filter(|v| v.is_finite() && *v >= 0.0 && shard.owns(node)) else {
+                continue;
+            };
+            let account = self.account(node, s.label(label::MODEL));
+            if account.last_ms == i64::MIN {
+                account.last_ms = at_ms;
+            }
+            account.gpu_joules = Some(v);
+            restored += 1;
+        }
+        restored
+    }
+
     /// Number of series held (nodes and container components).
     pub fn len(&self) -> usize {
         self.nodes
@@ -303,6 +339,7 @@ mod tests {
                 measured: false,
                 idle_watts: 1.0,
                 meter_watts: None,
+                gpu_watts: None,
                 shares: vec![Share {
                     container_id: "c".into(),
                     pod_uid: "p".into(),
@@ -424,5 +461,53 @@ mod tests {
         assert_eq!(ledger.len(), 3, "n was forgotten, m is held");
         let again = ledger.record(&estimates(&models, 21_000, 3.0), 1000);
         assert_eq!(again.nodes[0].joules, 3.0, "n starts again from zero");
+    }
+
+    /// A node's GPU energy adds up its GPU power like the node's, only from ticks with a GPU
+    /// reading, and resumes from its restored value.
+    #[test]
+    fn gpu_energy_accumulates_from_gpu_ticks_and_resumes() {
+        let models = models();
+        let with_gpu = |t, gpu| {
+            let mut e = estimates(&models, t, 5.0);
+            e.nodes[0].gpu_watts = gpu;
+            e
+        };
+        let mut ledger = Ledger::new(3_600_000);
+        assert_eq!(
+            ledger.record(&with_gpu(1000, None), 1000).nodes[0].gpu_joules,
+            None
+        );
+        assert_eq!(
+            ledger.record(&with_gpu(2000, Some(10.0)), 1000).nodes[0].gpu_joules,
+            Some(10.0)
+        );
+        // A tick without a reading writes no GPU sample and keeps the total.
+        assert_eq!(
+            ledger.record(&with_gpu(3000, None), 1000).nodes[0].gpu_joules,
+            None
+        );
+        assert_eq!(
+            ledger.record(&with_gpu(4000, Some(20.0)), 2000).nodes[0].gpu_joules,
+            Some(50.0)
+        );
+        let mut resumed = Ledger::new(3_600_000);
+        let labels = [
+            ("model", models.models[0].label()),
+            ("node", "n".to_string()),
+        ];
+        let labels: Vec<(Cow<'_, str>, Cow<'_, str>)> = labels
+            .iter()
+            .map(|(k, v)| (Cow::Borrowed(*k), Cow::Borrowed(v.as_str())))
+            .collect();
+        let restored = RangeSeries {
+            labels,
+            points: vec![(4000, 50.0)].into(),
+        };
+        assert_eq!(resumed.restore_gpu(&[restored], 4000, Shard::ALL), 1);
+        assert_eq!(
+            resumed.record(&with_gpu(5000, Some(4.0)), 1000).nodes[0].gpu_joules,
+            Some(54.0)
+        );
     }
 }

@@ -59,6 +59,8 @@ pub struct NodeEstimate<'m> {
     pub idle_watts: f64,
     /// The node's power-meter reading at the same tick, where it has one.
     pub meter_watts: Option<f64>,
+    /// The node's GPUs' power as their meters read it, where it has any.
+    pub gpu_watts: Option<f64>,
     /// Shares of containers and `system` (last).
     pub shares: Vec<Share>,
 }
@@ -102,6 +104,7 @@ pub fn estimate_node<'m>(
         measured,
         idle_watts: instance.idle_power_watts.min(watts).max(0.0),
         meter_watts,
+        gpu_watts: usage.gpu_watts.filter(|w| w.is_finite() && *w >= 0.0),
         shares: attribute(&instance, watts, usage, policy.idle_split),
     })
 }
@@ -158,6 +161,7 @@ mod tests {
             labels: Default::default(),
             features,
             meter_watts: None,
+            gpu_watts: None,
             cpus,
             containers: vec![],
         };
@@ -204,6 +208,7 @@ mod tests {
             labels: Default::default(),
             features: gpu(0.8),
             meter_watts: meter,
+            gpu_watts: None,
             cpus: Some(6.0),
             containers: vec![container("a", 0.6), container("b", 0.2)],
         };

@@ -190,6 +190,10 @@ fn lay_out(estimates: &[TickEstimates<'_>], energy: &[TickEnergy], out: &mut imp
         b(estimate::NODE_POWER_ABS_ERROR_RATIO),
         b(estimate::NODE_ENERGY_JOULES_TOTAL),
     );
+    let (gpu_power, gpu_energy) = (
+        b(estimate::NODE_GPU_POWER_WATTS),
+        b(estimate::NODE_GPU_ENERGY_JOULES_TOTAL),
+    );
     let mut samples: Vec<Sample> = Vec::with_capacity(estimates.len());
     for n in node_series(estimates, energy) {
         let (node, model) = (n.node.as_bytes(), n.model.as_bytes());
@@ -224,6 +228,9 @@ fn lay_out(estimates: &[TickEstimates<'_>], energy: &[TickEnergy], out: &mut imp
                 .map(|m| (e.predicted_watts - m).abs() / m)
         });
         series(out, node_energy, &|_, j| Some(j.joules));
+        // Nodes without a GPU meter write no GPU series (no sample, not a zero).
+        series(out, gpu_power, &|e, _| e.gpu_watts);
+        series(out, gpu_energy, &|_, j| j.gpu_joules);
 
         let first = n.at[0].1;
         let same_everywhere = n.at[1..].iter().all(|(_, e, _)| {
@@ -329,6 +336,7 @@ mod tests {
             labels: BTreeMap::new(),
             features,
             meter_watts: meter,
+            gpu_watts: None,
             cpus: Some(4.0),
             containers: containers
                 .iter()

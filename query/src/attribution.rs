@@ -209,6 +209,7 @@ mod tests {
             labels: Default::default(),
             features: f,
             meter_watts: None,
+            gpu_watts: None,
             cpus: None,
             containers,
         }

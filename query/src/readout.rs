@@ -32,6 +32,9 @@ use crate::shard::Shard;
 pub const PROCESSES: &str = "processes";
 /// Value of the `feature` label carrying a node's power-meter reading (not a model feature).
 pub const METER_WATTS: &str = "meter_watts";
+/// Value of the `feature` label carrying the power of a node's GPUs as their meters read it
+/// (not a model feature).
+pub const GPU_WATTS: &str = "gpu_watts";
 /// Value of the `feature` label carrying a node's online CPUs, which profiles made from
 /// per-CPU figures scale with (not a model feature).
 pub const NODE_CPUS: &str = "node_cpus";
@@ -91,6 +94,8 @@ pub struct NodeUsage {
     pub features: FeatureValues,
     /// The node's power-meter reading, where it has one.
     pub meter_watts: Option<f64>,
+    /// The power of the node's GPUs, measured by `nvml` meters, where it has any.
+    pub gpu_watts: Option<f64>,
     /// The node's online CPUs (`greenpipe_node_cpus`), where the exporter reported them.
     pub cpus: Option<f64>,
     /// Containers seen on the node, in id order.
@@ -183,10 +188,14 @@ impl QuerySet {
             ),
             NODE_CPUS,
         );
+        let gpu = tagged(
+            &greenpipe_common::feature_queries::node_gpu_meter_expr(&w, m),
+            GPU_WATTS,
+        );
         let node = node_features
             .iter()
             .map(|f| tagged(&node_expr_matching(*f, &w, m), f.column()))
-            .chain([meter, cpus])
+            .chain([meter, gpu, cpus])
             .collect::<Vec<_>>()
             .join(" or ");
         let container = container_features
@@ -233,6 +242,7 @@ struct NodeAcc<'a> {
     labels: BTreeMap<String, String>,
     features: Vec<Option<FeatureValues>>,
     meter: Vec<Option<f64>>,
+    gpu: Vec<Option<f64>>,
     cpus: Vec<Option<f64>>,
     // In the order the series came, consecutive series of one container merged; sorted (and any
     // container whose series were apart merged) once per read. Prometheus answers in label order,
@@ -331,6 +341,7 @@ impl<'a> Assembly<'a> {
                         labels: BTreeMap::new(),
                         features: Vec::new(),
                         meter: Vec::new(),
+                        gpu: Vec::new(),
                         cpus: Vec::new(),
                         containers: Vec::new(),
                     });
@@ -356,6 +367,7 @@ impl<'a> Assembly<'a> {
         let entry = &mut self.nodes[n];
         let per_tick = match tag {
             METER_WATTS => Some(&mut entry.meter),
+            GPU_WATTS => Some(&mut entry.gpu),
             NODE_CPUS => Some(&mut entry.cpus),
             _ => None,
         };
@@ -504,6 +516,7 @@ impl<'a> Assembly<'a> {
                             labels: acc.labels.clone(),
                             features: node_features.unwrap_or_default(),
                             meter_watts: acc.meter.get(i).copied().flatten(),
+                            gpu_watts: acc.gpu.get(i).copied().flatten(),
                             cpus: acc.cpus.get(i).copied().flatten(),
                             containers,
                         })
@@ -564,8 +577,11 @@ mod tests {
             &[],
             "",
         );
-        // Every feature plus the meter reading and the CPU count.
-        assert_eq!(q.node.matches(" or ").count(), Feature::ALL.len() + 1);
+        // Every feature plus the meter reading, the GPUs' meter reading and the CPU count.
+        assert_eq!(q.node.matches(" or ").count(), Feature::ALL.len() + 2);
+        assert!(q
+            .node
+            .contains("greenpipe_meter_power_watts{kind=\"nvml\"}"));
         assert!(q.node.contains("greenpipe_node_cpus"));
         // The frequencies (CPU, GPU) are node-level only; processes are added.
         assert_eq!(q.container.matches(" or ").count(), Feature::ALL.len() - 2);

@@ -4,7 +4,8 @@
 //! Prometheus scraping it, and `greenpipe-estimator serve` with a model that has a GPU term. At
 //! every tick the estimator wrote, the containers' power (idle + dynamic, `system` included)
 //! adds up to the node's, and the two containers' dynamic power is in their GPU shares' ratio
-//! (their processes sleep: the GPU is all they use).
+//! (their processes sleep: the GPU is all they use). The GPU's power, read by the exporter's
+//! `nvml` meter, is written as the node's GPU power, and its energy counter grows by it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -66,6 +67,7 @@ fn containers_gpu_shares_split_the_node_power_and_add_up_to_it() {
         .apply(&mut Command::new(workspace_binary("greenpipe-exporter")))
         .args(["--web.listen-address", &format!("127.0.0.1:{port}")])
         .args(["--node-name", NODE, "--collection.interval", "500ms"])
+        .args(["--meter", "nvml:auto"])
         .stderr(Stdio::null())
         .spawn()
         .expect("starting the exporter");
@@ -181,6 +183,47 @@ fn containers_gpu_shares_split_the_node_power_and_add_up_to_it() {
             78.0 / 15.0
         );
     }
+
+    // The NVML meter's 52 W is the node's GPU power at every tick that had a reading, and the
+    // GPU energy counter grows by 52 W x the time between two such ticks.
+    let gpu_series = |metric: &str| -> BTreeMap<i64, f64> {
+        raw_samples(
+            &prom.url,
+            &format!("{metric}{{{}=\"{NODE}\"}}", label::NODE),
+            "10m",
+        )
+        .unwrap()
+        .iter()
+        .flat_map(|s| s.samples.clone())
+        .collect()
+    };
+    let gpu_power = gpu_series(estimate::NODE_GPU_POWER_WATTS);
+    let gpu_energy = gpu_series(estimate::NODE_GPU_ENERGY_JOULES_TOTAL);
+    let last = ticks.last().unwrap();
+    assert_eq!(gpu_power.get(last), Some(&52.0), "{gpu_power:?}");
+    assert!(gpu_power.values().all(|w| *w == 52.0), "{gpu_power:?}");
+    let with_reading: Vec<i64> = ticks
+        .iter()
+        .copied()
+        .filter(|t| gpu_power.contains_key(t))
+        .collect();
+    let mut checked = 0;
+    for pair in with_reading.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        if b - a != 1000 {
+            continue;
+        }
+        checked += 1;
+        let grown = gpu_energy[&b] - gpu_energy[&a];
+        assert!(
+            (grown - 52.0).abs() < 1e-6,
+            "GPU energy grew {grown} J from {a} to {b}"
+        );
+    }
+    assert!(
+        checked >= 3,
+        "only {checked} consecutive ticks with a GPU reading: {gpu_power:?}"
+    );
 }
 
 /// A model per Jetson power mode: `serve` selects by `power_mode`, which no node label carries

@@ -9,13 +9,16 @@
 //! | `greenpipe_node_energy_joules_total`      | `hw.host.energy`| cumulative monotonic sum, `J` |
 //! | `greenpipe_container_power_watts`         | `hw.power`      | gauge, `W`                |
 //! | `greenpipe_container_energy_joules_total` | `hw.energy`     | cumulative monotonic sum, `J` |
+//! | `greenpipe_node_gpu_power_watts`          | `hw.power`      | gauge, `W`, `hw.type` = `gpu` |
+//! | `greenpipe_node_gpu_energy_joules_total`  | `hw.energy`     | cumulative monotonic sum, `J`, `hw.type` = `gpu` |
 //!
 //! Each node is one resource (`k8s.node.name`, `host.name`, and `service.instance.id` = the node,
 //! so receivers that key series by `job`/`instance`, such as Prometheus, keep the nodes apart
 //! even where a container id, e.g. `system`, repeats). Host points carry `hw.id` = the node;
 //! container points `hw.id` = the container id, `hw.type` = `container` (no well-known
 //! `hw.type` fits a share of a host; the conventions allow other values), `container.id`,
-//! `k8s.pod.uid` and `greenpipe.power.component` (`idle`|`dynamic`). Every point carries
+//! `k8s.pod.uid` and `greenpipe.power.component` (`idle`|`dynamic`); the node's GPUs (their
+//! NVML meters' power, summed) `hw.id` = `<node>/gpu`, `hw.type` = `gpu`. Every point carries
 //! `greenpipe.model`. The node's idle power, meter error and the tick marker are remote write
 //! only.
 //!
@@ -64,6 +67,8 @@ pub mod names {
     pub const ENERGY: &str = "hw.energy";
     /// `hw.type` of a container's share.
     pub const CONTAINER_TYPE: &str = "container";
+    /// `hw.type` of a node's GPUs (a well-known value of the hardware conventions).
+    pub const GPU_TYPE: &str = "gpu";
     /// Point attribute: the model that made the estimate.
     pub const MODEL: &str = "greenpipe.model";
     /// Point attribute: `idle` or `dynamic` share of the host's power.
@@ -76,16 +81,32 @@ struct Mapping {
     unit: &'static str,
     description: &'static str,
     counter: bool,
-    host: bool,
+    part: Part,
+}
+
+/// `hw.power` and `hw.energy` carry both kinds of part, told apart by `hw.type`: one
+/// description each.
+const PART_POWER: &str = "Power of a part of the node: a container's idle or dynamic share (hw.type container; the shares of a node sum to hw.host.power), or the node's GPUs as their NVML meters read them (hw.type gpu).";
+const PART_ENERGY: &str = "Energy of a part of the node: a container's idle or dynamic share (hw.type container; the shares of a node sum to hw.host.energy), or the node's GPUs (hw.type gpu).";
+
+/// What a point describes.
+#[derive(Clone, Copy, PartialEq)]
+enum Part {
+    /// The whole node (`hw.host.*`).
+    Host,
+    /// A container's share of it.
+    Container,
+    /// The node's GPUs.
+    Gpu,
 }
 
 fn mapping(metric: &str) -> Option<Mapping> {
-    let m = |name, unit, description, counter, host| Mapping {
+    let m = |name, unit, description, counter, part| Mapping {
         name,
         unit,
         description,
         counter,
-        host,
+        part,
     };
     Some(match metric {
         estimate::NODE_POWER_WATTS => m(
@@ -93,29 +114,23 @@ fn mapping(metric: &str) -> Option<Mapping> {
             "W",
             "Predicted power of the whole node.",
             false,
-            true,
+            Part::Host,
         ),
         estimate::NODE_ENERGY_JOULES_TOTAL => m(
             names::HOST_ENERGY,
             "J",
             "Predicted energy of the whole node.",
             true,
-            true,
+            Part::Host,
         ),
-        estimate::CONTAINER_POWER_WATTS => m(
-            names::POWER,
-            "W",
-            "Power attributed to a container's idle or dynamic share; the shares of a node sum to hw.host.power.",
-            false,
-            false,
-        ),
-        estimate::CONTAINER_ENERGY_JOULES_TOTAL => m(
-            names::ENERGY,
-            "J",
-            "Energy attributed to a container's idle or dynamic share; the shares of a node sum to hw.host.energy.",
-            true,
-            false,
-        ),
+        estimate::CONTAINER_POWER_WATTS => m(names::POWER, "W", PART_POWER, false, Part::Container),
+        estimate::CONTAINER_ENERGY_JOULES_TOTAL => {
+            m(names::ENERGY, "J", PART_ENERGY, true, Part::Container)
+        }
+        estimate::NODE_GPU_POWER_WATTS => m(names::POWER, "W", PART_POWER, false, Part::Gpu),
+        estimate::NODE_GPU_ENERGY_JOULES_TOTAL => {
+            m(names::ENERGY, "J", PART_ENERGY, true, Part::Gpu)
+        }
         _ => return None,
     })
 }
@@ -134,9 +149,15 @@ pub fn request(series: &[TimeSeries]) -> ExportMetricsServiceRequest {
             continue;
         };
         let model = ts.label(label::MODEL).unwrap_or_default();
-        let attributes = if m.host {
+        let attributes = if m.part == Part::Host {
             vec![
                 KeyValue::string("hw.id", node),
+                KeyValue::string(names::MODEL, model),
+            ]
+        } else if m.part == Part::Gpu {
+            vec![
+                KeyValue::string("hw.id", &format!("{node}/gpu")),
+                KeyValue::string("hw.type", names::GPU_TYPE),
                 KeyValue::string(names::MODEL, model),
             ]
         } else {
@@ -477,5 +498,53 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(metrics[1].unit, "W");
+    }
+
+    /// The node's GPUs go out as `hw.power` / `hw.energy` points with `hw.type` = `gpu`, beside
+    /// the containers' shares in the same metrics.
+    #[test]
+    fn gpu_power_and_energy_become_hw_points_of_type_gpu() {
+        let node = [("model", "m"), ("node", "orin")];
+        let sent = vec![
+            series(estimate::NODE_GPU_POWER_WATTS, &node, &[(1000, 52.0)]),
+            series(
+                estimate::NODE_GPU_ENERGY_JOULES_TOTAL,
+                &node,
+                &[(1000, 104.0)],
+            ),
+            series(
+                estimate::CONTAINER_POWER_WATTS,
+                &[
+                    ("component", "dynamic"),
+                    ("container_id", "c"),
+                    ("model", "m"),
+                    ("node", "orin"),
+                    ("pod_uid", "p"),
+                ],
+                &[(1000, 9.0)],
+            ),
+        ];
+        let r = request(&sent);
+        assert_eq!(points(&r), 3);
+        let metrics = &r.resource_metrics[0].scope_metrics[0].metrics;
+        let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, [names::ENERGY, names::POWER]);
+        let Some(Data::Gauge(power)) = &metrics[1].data else {
+            panic!("{:?}", metrics[1])
+        };
+        let gpu: Vec<_> = power
+            .data_points
+            .iter()
+            .filter(|p| attrs(p).contains(&("hw.type".into(), "gpu".into())))
+            .collect();
+        assert_eq!(gpu.len(), 1);
+        assert_eq!(gpu[0].value, Some(Value::AsDouble(52.0)));
+        assert!(attrs(gpu[0]).contains(&("hw.id".into(), "orin/gpu".into())));
+        let Some(Data::Sum(energy)) = &metrics[0].data else {
+            panic!("{:?}", metrics[0])
+        };
+        assert!(energy.is_monotonic);
+        assert_eq!(energy.data_points[0].value, Some(Value::AsDouble(104.0)));
+        assert!(attrs(&energy.data_points[0]).contains(&("hw.type".into(), "gpu".into())));
     }
 }

@@ -48,6 +48,8 @@ mod tests {
             e::CONTAINER_POWER_WATTS,
             e::NODE_ENERGY_JOULES_TOTAL,
             e::CONTAINER_ENERGY_JOULES_TOTAL,
+            e::NODE_GPU_POWER_WATTS,
+            e::NODE_GPU_ENERGY_JOULES_TOTAL,
             e::TICK_TIMESTAMP_SECONDS,
         ] {
             let d = of_metric(name).unwrap_or_else(|| panic!("{name} not described"));

@@ -27,13 +27,15 @@ impl Pipeline {
         };
         let window_s = self.config.backfill_max_age.as_secs().max(1);
         let at = |metric: &str| format!("last_over_time({metric}[{window_s}s])");
-        let (node_query, container_query) = (
+        let (node_query, container_query, gpu_query) = (
             at(estimate::NODE_ENERGY_JOULES_TOTAL),
             at(estimate::CONTAINER_ENERGY_JOULES_TOTAL),
+            at(estimate::NODE_GPU_ENERGY_JOULES_TOTAL),
         );
-        let (node, container) = tokio::try_join!(
+        let (node, container, gpu) = tokio::try_join!(
             self.progress.query(&node_query, last),
             self.progress.query(&container_query, last),
+            self.progress.query(&gpu_query, last),
         )
         .map_err(|e| ReadError {
             query: "energy_resume".to_string(),
@@ -41,10 +43,16 @@ impl Pipeline {
         })?;
         let node = self.account("energy_resume", Ok(node))?;
         let container = self.account("energy_resume", Ok(container))?;
+        let gpu = self.account("energy_resume", Ok(gpu))?;
         let mut energy = Ledger::new(self.config.backfill_max_age.as_millis() as i64);
         energy.restore(
             &self.outcome("energy_resume", decode_matrix(&node))?,
             &self.outcome("energy_resume", decode_matrix(&container))?,
+            last,
+            self.config.shard,
+        );
+        energy.restore_gpu(
+            &self.outcome("energy_resume", decode_matrix(&gpu))?,
             last,
             self.config.shard,
         );
