@@ -29,6 +29,26 @@ fn pid_of(pod: &DemoPod) -> u32 {
     pids[0]
 }
 
+/// `greenpipe-estimator serve` reading and writing `prom` every second with `models`.
+fn serve(prom: &Prometheus, models: &Path) -> Guard {
+    let estimator = Command::new(workspace_binary("greenpipe-estimator"))
+        .args([
+            "serve".to_string(),
+            format!("--prometheus-url={}", prom.url),
+            format!("--remote-write-url={}", prom.remote_write_url()),
+            format!("--models={}", models.display()),
+            format!("--web.listen-address=127.0.0.1:{}", free_port()),
+            "--interval=1s".into(),
+            "--delay=1s".into(),
+            "--rate-window=5s".into(),
+            "--log.level=warn".into(),
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("starting the estimator");
+    Guard::new("estimator", estimator)
+}
+
 /// 3 W + 2 W per busy CPU + 40 W per busy GPU, idle 3 W; attribution by CPU and GPU time.
 fn gpu_model() -> String {
     r#"{
@@ -76,22 +96,7 @@ fn containers_gpu_shares_split_the_node_power_and_add_up_to_it() {
 
     let models = dir.path().join("models.json");
     std::fs::write(&models, file_json(&[gpu_model()])).unwrap();
-    let estimator = Command::new(workspace_binary("greenpipe-estimator"))
-        .args([
-            "serve".to_string(),
-            format!("--prometheus-url={}", prom.url),
-            format!("--remote-write-url={}", prom.remote_write_url()),
-            format!("--models={}", models.display()),
-            format!("--web.listen-address=127.0.0.1:{}", free_port()),
-            "--interval=1s".into(),
-            "--delay=1s".into(),
-            "--rate-window=5s".into(),
-            "--log.level=warn".into(),
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("starting the estimator");
-    let _estimator = Guard::new("estimator", estimator);
+    let _estimator = serve(&prom, &models);
 
     // Ticks whose every series landed, with both containers' shares among them.
     let container = |id: &str| {
@@ -278,22 +283,7 @@ fn models_are_selected_by_the_jetson_power_mode() {
         ]),
     )
     .unwrap();
-    let estimator = Command::new(workspace_binary("greenpipe-estimator"))
-        .args([
-            "serve".to_string(),
-            format!("--prometheus-url={}", prom.url),
-            format!("--remote-write-url={}", prom.remote_write_url()),
-            format!("--models={}", models.display()),
-            format!("--web.listen-address=127.0.0.1:{}", free_port()),
-            "--interval=1s".into(),
-            "--delay=1s".into(),
-            "--rate-window=5s".into(),
-            "--log.level=warn".into(),
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("starting the estimator");
-    let _estimator = Guard::new("estimator", estimator);
+    let _estimator = serve(&prom, &models);
     // The models each node's predictions were written under.
     let models_of = |node: &str| -> Vec<String> {
         raw_samples(

@@ -219,15 +219,7 @@ fn natural_key(p: &Path) -> (String, u64) {
 
 impl HwmonMeter {
     fn value(&self, attr: &str) -> Result<f64, ReadError> {
-        let path = self.chip.join(format!("{attr}{}_input", self.index));
-        let text = fs::read_to_string(&path).map_err(|e| ReadError::from_io(&path, &e))?;
-        let v: i64 = text.trim().parse().map_err(|_| {
-            ReadError::new(
-                Reason::BadResponse,
-                format!("{}: not an integer: {:?}", path.display(), text.trim()),
-            )
-        })?;
-        Ok(v as f64)
+        super::read_sysfs_integer(&self.chip.join(format!("{attr}{}_input", self.index)))
     }
 }
 

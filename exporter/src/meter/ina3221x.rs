@@ -174,15 +174,7 @@ pub fn build(paths: &Paths, target: &str) -> Result<Vec<(String, RailMeter)>, St
 impl RailMeter {
     /// `in_<attr><K>_input` as an integer (mW, mV or mA).
     fn value(&self, attr: &str) -> Result<f64, ReadError> {
-        let path = self.dir.join(format!("in_{attr}{}_input", self.index));
-        let text = fs::read_to_string(&path).map_err(|e| ReadError::from_io(&path, &e))?;
-        let v: i64 = text.trim().parse().map_err(|_| {
-            ReadError::new(
-                Reason::BadResponse,
-                format!("{}: not an integer: {:?}", path.display(), text.trim()),
-            )
-        })?;
-        Ok(v as f64)
+        super::read_sysfs_integer(&self.dir.join(format!("in_{attr}{}_input", self.index)))
     }
 }
 

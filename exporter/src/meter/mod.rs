@@ -363,6 +363,19 @@ pub fn prefixed<M: Meter + 'static>(spec: &MeterSpec, channels: Vec<(String, M)>
         .collect()
 }
 
+/// A sysfs attribute holding one integer (µW, mV, mA, ...): vanished = unplugged, anything but
+/// an integer = a bad response naming the file and what it held.
+pub fn read_sysfs_integer(path: &Path) -> Result<f64, ReadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ReadError::from_io(path, &e))?;
+    let v: i64 = text.trim().parse().map_err(|_| {
+        ReadError::new(
+            Reason::BadResponse,
+            format!("{}: not an integer: {:?}", path.display(), text.trim()),
+        )
+    })?;
+    Ok(v as f64)
+}
+
 /// The target check of kinds whose target is `auto` or a sysfs directory name.
 pub fn check_directory_name(target: &str, target_help: &str) -> Result<(), String> {
     if target.contains('/') {
