@@ -31,16 +31,6 @@ pub struct Policy {
     pub idle_split: IdleSplit,
 }
 
-impl Policy {
-    /// The predicted node power, idle split `idle_split`.
-    pub fn predicted(idle_split: IdleSplit) -> Policy {
-        Policy {
-            node_power: NodePower::Predicted,
-            idle_split,
-        }
-    }
-}
-
 /// A node's estimate at one tick.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeEstimate<'m> {
