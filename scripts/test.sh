@@ -143,7 +143,7 @@ wait_for parity
 cat "$bg_logs/parity.log" >>"$test_log"
 # The tests that read the whole host, ignored in the run above: alone, one at a time.
 cargo_test --workspace --locked --no-fail-fast --test integration -- --ignored --test-threads=1 \
-  quickstart::
+  quickstart:: campaign::ci_plan_end_to_end_with_the_closed_loop_meter
 step "whole-host tests done"
 # Unit tests for aarch64 and armv7 under qemu-user (cross builds cached in ~/.cache/greenpipe).
 wait_for arm-build

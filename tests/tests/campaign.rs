@@ -128,7 +128,11 @@ const EMULATED: PowerFunction = PowerFunction {
 /// constant-power model is off by 30–60 % between idle and loaded windows).
 const MAPE_BOUND_PERCENT: f64 = 10.0;
 
+// The emulated meter follows the whole host's load, and so does the model's input: other tests
+// beside it shift the windows' load under the campaign's steps (validation MAPE 11–20 % in two
+// full runs of 2026-12-06, 0.3–0.5 % alone).
 #[test]
+#[ignore = "reads the whole host's load: scripts/test.sh runs it alone, after the other tests"]
 fn ci_plan_end_to_end_with_the_closed_loop_meter() {
     // Built before the clock starts: the campaign finds it beside the estimator.
     workspace_binary("greenpipe-workload");
