@@ -17,9 +17,11 @@ pub struct CommonCli {
     /// Trace CSV files or directories (searched recursively for *.csv).
     #[arg(long, num_args = 1.., required = true)]
     pub traces: Vec<PathBuf>,
-    /// Comma-separated model families to try (default: all): ols, ridge, lasso, elastic_net,
-    /// polynomial_ridge, knn, gradient_boosting, random_forest.
-    #[arg(long)]
+    #[arg(
+        long,
+        help = greenpipe_offline::models::models_help(),
+        long_help = greenpipe_offline::models::models_long_help()
+    )]
     pub models: Option<String>,
     /// Workloads matching this regex are CPU-stress runs (the stress-trained baseline).
     #[arg(long, default_value = "stress|cpu")]

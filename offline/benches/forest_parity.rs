@@ -21,9 +21,20 @@
 
 use std::path::PathBuf;
 
-use greenpipe_offline::models::{sklearn_boosting, sklearn_forest, Candidate};
+use greenpipe_offline::models::ensemble::Ensemble;
+use greenpipe_offline::models::ols::Ols;
+use greenpipe_offline::models::ridge::Ridge;
+use greenpipe_offline::models::{gradient_boosting, random_forest, Candidate};
 use greenpipe_offline::parity::{self, Sklearn};
 use greenpipe_offline::{samples, OfflineOptions};
+
+fn sklearn_forest() -> Candidate {
+    Candidate::new(random_forest::sklearn())
+}
+
+fn ensemble(members: Vec<Candidate>) -> Candidate {
+    Candidate::new(Ensemble { members })
+}
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -52,7 +63,7 @@ fn main() {
     for model in models.split(',') {
         let candidate = match model {
             "rf" => sklearn_forest(),
-            "gbr" => sklearn_boosting(),
+            "gbr" => Candidate::new(gradient_boosting::sklearn()),
             other => panic!("GREENPIPE_PARITY_MODELS: unknown model {other:?}; known: rf, gbr"),
         };
         println!("\n{} against scikit-learn {model}:\n", candidate.name());
@@ -82,9 +93,9 @@ fn main() {
     // benches/grid_lomo.py weighs against the default's nested selection.
     let fixed = [
         sklearn_forest(),
-        Candidate::Ensemble(vec![sklearn_forest(), Candidate::Ols]),
-        Candidate::Ensemble(vec![sklearn_forest(), Candidate::Ridge { alpha: 1.0 }]),
-        Candidate::Ols,
+        ensemble(vec![sklearn_forest(), Candidate::new(Ols)]),
+        ensemble(vec![sklearn_forest(), Candidate::new(Ridge { alpha: 1.0 })]),
+        Candidate::new(Ols),
     ];
     println!("\nplain leave-one-workload-out, mean held-out MAPE:\n");
     println!(

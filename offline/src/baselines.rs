@@ -5,6 +5,7 @@ use greenpipe_common::features::Feature;
 use regex::Regex;
 
 use crate::evaluate::Spec;
+use crate::models::ols::Ols;
 use crate::models::Candidate;
 use crate::samples::NodeSamples;
 
@@ -20,7 +21,7 @@ pub fn specs(s: &NodeSamples, stress: &Regex, notes: &mut Vec<String>) -> Vec<Sp
     match s.feature_index(Feature::CpuSecondsPerSecond) {
         Some(cpu) => out.push(Spec {
             label: CPU_ONLY.into(),
-            candidate: Candidate::Ols,
+            candidate: Candidate::new(Ols),
             columns: vec![cpu],
             only_groups: None,
             baseline: true,
@@ -43,7 +44,7 @@ pub fn specs(s: &NodeSamples, stress: &Regex, notes: &mut Vec<String>) -> Vec<Sp
     } else {
         out.push(Spec {
             label: STRESS_ONLY.into(),
-            candidate: Candidate::Ols,
+            candidate: Candidate::new(Ols),
             columns: (0..s.features.len()).collect(),
             only_groups: Some(stress_groups),
             baseline: true,

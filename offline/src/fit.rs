@@ -100,7 +100,7 @@ pub fn fit_reusing(
     let mut keep: Vec<usize> = (0..columns.len())
         .filter(|&i| !is_constant(scaling[i].mean, column_sd(&raw, i)))
         .collect();
-    if matches!(candidate, Candidate::Ols) && !keep.is_empty() {
+    if candidate.drops_collinear_inputs() && !keep.is_empty() {
         let z = raw
             .columns(&keep)
             .standardised(&keep.iter().map(|&i| scaling[i].clone()).collect::<Vec<_>>());
@@ -213,6 +213,8 @@ pub fn par_map<T: Sync, R: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::ols::Ols;
+    use crate::models::ridge::Ridge;
     use crate::samples::TraceInfo;
     use greenpipe_common::features::Feature;
 
@@ -247,11 +249,11 @@ mod tests {
     fn constant_and_collinear_inputs_are_left_out_and_predictions_bounded() {
         let s = samples();
         let rows: Vec<usize> = (0..50).collect();
-        let f = fit(&s, &rows, &[0, 1, 2], &Candidate::Ols).unwrap();
+        let f = fit(&s, &rows, &[0, 1, 2], &Candidate::new(Ols)).unwrap();
         assert_eq!(f.columns, [0]);
         assert_eq!(f.dropped, [1, 2]);
         // A penalised fit keeps the collinear input but not the constant one.
-        let r = fit(&s, &rows, &[0, 1, 2], &Candidate::Ridge { alpha: 1.0 }).unwrap();
+        let r = fit(&s, &rows, &[0, 1, 2], &Candidate::new(Ridge { alpha: 1.0 })).unwrap();
         assert_eq!(
             (r.columns.as_slice(), r.dropped.as_slice()),
             (&[0, 1][..], &[2][..])
@@ -266,6 +268,6 @@ mod tests {
         assert_eq!(clamped, 1);
         assert!((p[0] - 5.0).abs() < 1e-9 && p[1] == 11.0, "{p:?}");
         // Nothing left to fit on is an error, not a model.
-        assert!(fit(&s, &rows, &[2], &Candidate::Ols).is_err());
+        assert!(fit(&s, &rows, &[2], &Candidate::new(Ols)).is_err());
     }
 }

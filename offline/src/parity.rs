@@ -382,7 +382,7 @@ fn our_forest_predictions(
     weights: Option<&[Vec<u32>]>,
     seed: u64,
 ) -> Vec<f64> {
-    let p = crate::models::sklearn_forest_params();
+    let p = crate::models::random_forest::sklearn().0;
     let columns: Vec<usize> = (0..s.features.len()).collect();
     let train = s.x.select(&f.train);
     let scaling = train.standardisation(&s.features);
@@ -489,7 +489,7 @@ pub fn same_bootstrap(
     let f = &folds[k];
     let matrix = dir.join(format!("{}__matrix.csv", s.node));
     write_matrix(s, folds, &matrix)?;
-    let p = crate::models::sklearn_forest_params();
+    let p = crate::models::random_forest::sklearn().0;
     let weights = exact::bootstrap_weights(f.train.len(), p.trees, seed);
     let wpath = dir.join(format!("{}__weights.csv", s.node));
     let err = |source| ParityError::Write {
@@ -564,7 +564,7 @@ mod tests {
     //! row, before the folds are cut) so that scikit-learn's 100-tree forests fit in about a
     //! minute on two cores; the bench `forest_parity` runs the full rows.
     use super::*;
-    use crate::models::sklearn_boosting;
+    use crate::models::gradient_boosting;
     use crate::samples;
 
     /// Rows per machine in the test.
@@ -677,7 +677,7 @@ mod tests {
 
     #[test]
     fn the_default_boosting_scores_as_scikit_learns_on_every_shared_machine() {
-        parity(sklearn_boosting(), "gbr", 0.15);
+        parity(Candidate::new(gradient_boosting::sklearn()), "gbr", 0.15);
     }
 
     /// Median and 90th percentile of |a - b|.

@@ -103,6 +103,7 @@ fn csv_file(path: &Path) -> Result<csv::Writer<std::fs::File>, WriteError> {
 mod tests {
     use super::*;
     use crate::metrics::Score;
+    use crate::models::ols::Ols;
     use crate::models::Candidate;
     use crate::samples::TraceInfo;
     use greenpipe_common::features::Feature;
@@ -130,7 +131,7 @@ mod tests {
         }
         let spec = Spec {
             label: "ols".into(),
-            candidate: Candidate::Ols,
+            candidate: Candidate::new(Ols),
             columns: vec![0],
             only_groups: None,
             baseline: false,

@@ -131,6 +131,67 @@ impl ModelKind {
         })
     }
 
+    /// This model with an affine correction folded into its parameters: it predicts
+    /// `offset + gain · old` where this one predicts `old`. Every kind is linear in its outputs
+    /// (coefficients, leaves, neighbour targets), so the corrected model is the same kind, loads
+    /// wherever this one does and costs nothing extra per prediction. A utilisation
+    /// interpolation's idle power is its [`NodeModel`](super::NodeModel)'s:
+    /// [`NodeModel::folded`](super::NodeModel::folded) corrects both.
+    pub fn folded(&self, offset: f64, gain: f64) -> ModelKind {
+        let times = |v: &[f64]| v.iter().map(|x| gain * x).collect::<Vec<_>>();
+        match self {
+            ModelKind::Linear {
+                intercept,
+                coefficients,
+            } => ModelKind::Linear {
+                intercept: offset + gain * intercept,
+                coefficients: times(coefficients),
+            },
+            ModelKind::Polynomial {
+                intercept,
+                linear,
+                quadratic,
+            } => ModelKind::Polynomial {
+                intercept: offset + gain * intercept,
+                linear: times(linear),
+                quadratic: times(quadratic),
+            },
+            ModelKind::NearestNeighbours { k, points, targets } => ModelKind::NearestNeighbours {
+                k: *k,
+                points: points.clone(),
+                targets: targets.iter().map(|t| offset + gain * t).collect(),
+            },
+            // The offset goes into the base; the trees, shrunk by the learning rate, only scale.
+            ModelKind::GradientBoosting {
+                intercept,
+                linear,
+                learning_rate,
+                trees,
+            } => ModelKind::GradientBoosting {
+                intercept: offset + gain * intercept,
+                linear: times(linear),
+                learning_rate: *learning_rate,
+                trees: trees.iter().map(|t| t.affine(0.0, gain)).collect(),
+            },
+            ModelKind::RandomForest { trees } => ModelKind::RandomForest {
+                trees: trees.iter().map(|t| t.affine(offset, gain)).collect(),
+            },
+            // The mean of corrected members is the corrected mean.
+            ModelKind::Ensemble { members } => ModelKind::Ensemble {
+                members: members.iter().map(|m| m.folded(offset, gain)).collect(),
+            },
+            ModelKind::UtilisationInterpolation {
+                cpus,
+                max_watts,
+                scale_to_node_cpus,
+            } => ModelKind::UtilisationInterpolation {
+                cpus: *cpus,
+                max_watts: offset + gain * max_watts,
+                scale_to_node_cpus: *scale_to_node_cpus,
+            },
+        }
+    }
+
     /// Checks the parameters against the number of inputs.
     pub(super) fn check(&self, inputs: usize) -> Result<(), String> {
         let count = |what: &str, got: usize, want: usize| {

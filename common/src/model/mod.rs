@@ -298,6 +298,20 @@ impl NodeModel {
         }
     }
 
+    /// This model with an affine correction folded into its regressor and idle power: it
+    /// predicts `offset + gain · old` (before the clamp at 0 W) where this one predicts `old`
+    /// ([`ModelKind::folded`]). Baselines and power bounds stay as trained. The result is not
+    /// checked: a gain that is not positive, for one, makes a model that falls as load rises.
+    pub fn folded(&self, offset: f64, gain: f64) -> NodeModel {
+        let mut out = self.clone();
+        out.idle_power_watts = (offset + gain * self.idle_power_watts).max(0.0);
+        out.regressor = self.regressor.folded(offset, gain);
+        if let ModelKind::UtilisationInterpolation { max_watts, .. } = &mut out.regressor {
+            *max_watts = max_watts.max(out.idle_power_watts);
+        }
+        out
+    }
+
     /// Raw features the model reads (inputs and attribution), each once.
     pub fn required_features(&self) -> Vec<Feature> {
         let mut out: Vec<Feature> = self.features.iter().map(|s| s.feature).collect();

@@ -322,6 +322,78 @@ fn every_trained_kind_predicts_from_the_file_alone() {
     }
 }
 
+/// Recalibration's correction, folded into every kind, predicts `offset + gain · old`, through a
+/// written and read-back file.
+#[test]
+fn every_kind_folded_predicts_offset_plus_gain_times_the_old_prediction() {
+    let tree = RegressionTree {
+        nodes: vec![
+            TreeNode::Split {
+                feature: 0,
+                threshold: 0.5,
+                left: 1,
+                right: 2,
+            },
+            TreeNode::Leaf { value: 1.0 },
+            TreeNode::Leaf { value: 2.5 },
+        ],
+    };
+    let linear = ModelKind::Linear {
+        intercept: 3.0,
+        coefficients: vec![2.0, 0.5],
+    };
+    let kinds = [
+        linear.clone(),
+        ModelKind::Polynomial {
+            intercept: 3.0,
+            linear: vec![1.0, 0.2],
+            quadratic: vec![0.3, 0.1, 0.05],
+        },
+        ModelKind::NearestNeighbours {
+            k: 1,
+            points: vec![vec![0.0, 0.0], vec![1.0, 1.0]],
+            targets: vec![3.0, 5.0],
+        },
+        ModelKind::GradientBoosting {
+            intercept: 3.0,
+            linear: vec![0.5, 0.0],
+            learning_rate: 0.5,
+            trees: vec![tree.clone(), tree.clone()],
+        },
+        ModelKind::RandomForest {
+            trees: vec![tree.clone()],
+        },
+        ModelKind::Ensemble {
+            members: vec![linear, ModelKind::RandomForest { trees: vec![tree] }],
+        },
+    ];
+    let mut models: Vec<NodeModel> = kinds.into_iter().map(scaled).collect();
+    models.push(interp());
+    let (offset, gain) = (0.3, 1.15);
+    let inputs = [input(0.2, 0.1), input(1.7, 2.0), input(3.0, 0.5)];
+    for m in models {
+        let folded = m.folded(offset, gain);
+        let back = ModelFile::from_json(
+            &ModelFile {
+                schema_version: SCHEMA_VERSION,
+                models: vec![folded.clone()],
+            }
+            .to_json(),
+        )
+        .unwrap();
+        for x in &inputs {
+            let old = m.predict(x).unwrap();
+            let new = back.models[0].predict(x).unwrap();
+            assert!(
+                (new - (offset + gain * old)).abs() < 1e-9,
+                "{:?}: {new} vs {old}",
+                m.regressor
+            );
+        }
+        assert!((folded.idle_power_watts - (offset + gain * m.idle_power_watts)).abs() < 1e-9);
+    }
+}
+
 #[test]
 fn inconsistent_trained_kinds_are_refused() {
     let looping = RegressionTree {

@@ -56,6 +56,22 @@ impl RegressionTree {
         }
     }
 
+    /// The same splits with every leaf `add + mul · leaf`.
+    pub(super) fn affine(&self, add: f64, mul: f64) -> RegressionTree {
+        RegressionTree {
+            nodes: self
+                .nodes
+                .iter()
+                .map(|n| match n {
+                    TreeNode::Leaf { value } => TreeNode::Leaf {
+                        value: add + mul * value,
+                    },
+                    split => split.clone(),
+                })
+                .collect(),
+        }
+    }
+
     /// Children after parents (so prediction terminates), indices and features in range.
     pub(super) fn check(&self, inputs: usize) -> Result<(), String> {
         if self.nodes.is_empty() {

@@ -9,10 +9,11 @@
 //! instead of minutes of CPU on a Pi (figures in docs/benchmarks.md, "Recalibration").
 //!
 //! Every model kind is linear in its outputs (leaves, targets, coefficients), so the corrected
-//! model is the same kind with changed parameters: a recalibrated file loads in every build that
-//! reads schema 1, and predicts with no extra cost per tick.
+//! model is the same kind with changed parameters (`NodeModel::folded`, beside the prediction in
+//! `greenpipe_common::model`): a recalibrated file loads in every build that reads schema 1, and
+//! predicts with no extra cost per tick.
 
-use greenpipe_common::model::{ModelKind, NodeModel, RegressionTree, TreeNode};
+use greenpipe_common::model::NodeModel;
 use greenpipe_common::trace::TraceRow;
 
 /// A fitted correction.
@@ -186,85 +187,9 @@ pub fn apply(model: &NodeModel, c: Affine) -> Option<NodeModel> {
     if c.gain <= 0.0 {
         return None;
     }
-    let mut out = model.clone();
-    out.idle_power_watts = (c.offset_watts + c.gain * model.idle_power_watts).max(0.0);
-    out.regressor = match &model.regressor {
-        ModelKind::UtilisationInterpolation {
-            cpus,
-            max_watts,
-            scale_to_node_cpus,
-        } => ModelKind::UtilisationInterpolation {
-            cpus: *cpus,
-            max_watts: (c.offset_watts + c.gain * max_watts).max(out.idle_power_watts),
-            scale_to_node_cpus: *scale_to_node_cpus,
-        },
-        other => fold(other, c),
-    };
+    let out = model.folded(c.offset_watts, c.gain);
     out.check().ok()?;
     Some(out)
-}
-
-fn scale_tree(t: &RegressionTree, add: f64, mul: f64) -> RegressionTree {
-    RegressionTree {
-        nodes: t
-            .nodes
-            .iter()
-            .map(|n| match n {
-                TreeNode::Leaf { value } => TreeNode::Leaf {
-                    value: add + mul * value,
-                },
-                split => split.clone(),
-            })
-            .collect(),
-    }
-}
-
-fn fold(kind: &ModelKind, c: Affine) -> ModelKind {
-    let (a, b) = (c.offset_watts, c.gain);
-    let times = |v: &[f64]| v.iter().map(|x| b * x).collect::<Vec<_>>();
-    match kind {
-        ModelKind::Linear {
-            intercept,
-            coefficients,
-        } => ModelKind::Linear {
-            intercept: a + b * intercept,
-            coefficients: times(coefficients),
-        },
-        ModelKind::Polynomial {
-            intercept,
-            linear,
-            quadratic,
-        } => ModelKind::Polynomial {
-            intercept: a + b * intercept,
-            linear: times(linear),
-            quadratic: times(quadratic),
-        },
-        ModelKind::NearestNeighbours { k, points, targets } => ModelKind::NearestNeighbours {
-            k: *k,
-            points: points.clone(),
-            targets: targets.iter().map(|t| a + b * t).collect(),
-        },
-        ModelKind::GradientBoosting {
-            intercept,
-            linear,
-            learning_rate,
-            trees,
-        } => ModelKind::GradientBoosting {
-            intercept: a + b * intercept,
-            linear: times(linear),
-            learning_rate: *learning_rate,
-            trees: trees.iter().map(|t| scale_tree(t, 0.0, b)).collect(),
-        },
-        ModelKind::RandomForest { trees } => ModelKind::RandomForest {
-            trees: trees.iter().map(|t| scale_tree(t, a, b)).collect(),
-        },
-        // The mean of corrected members is the corrected mean.
-        ModelKind::Ensemble { members } => ModelKind::Ensemble {
-            members: members.iter().map(|m| fold(m, c)).collect(),
-        },
-        // Handled by `apply`, which owns the idle power it needs.
-        ModelKind::UtilisationInterpolation { .. } => kind.clone(),
-    }
 }
 
 /// `(measured, predicted)` of the rows the model can predict and that have a meter reading > 0.
@@ -294,8 +219,6 @@ pub fn mape_percent(model: &NodeModel, rows: &[TraceRow]) -> Option<(f64, usize)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use greenpipe_common::features::{Feature, FeatureValues};
-    use greenpipe_common::model::{FeatureScaling, ModelFile};
 
     #[test]
     fn the_fit_recovers_an_exact_affine_drift_and_a_constant_load_stays_sane() {
@@ -344,110 +267,22 @@ mod tests {
         assert_eq!(fit_best(&p, &y, idle).unwrap().0, Shape::Affine);
     }
 
-    fn row(cpu: f64, disk: f64) -> FeatureValues {
-        let mut x = FeatureValues::default();
-        x.set(Feature::CpuSecondsPerSecond, Some(cpu));
-        x.set(Feature::DiskBytesPerSecond, Some(disk));
-        x
-    }
-
+    /// The folding itself is tested per kind in `greenpipe_common::model`; here, what `apply`
+    /// adds: a model that would fall as load rises is refused.
     #[test]
-    fn every_kind_predicts_offset_plus_gain_times_the_old_prediction() {
-        let tree = RegressionTree {
-            nodes: vec![
-                TreeNode::Split {
-                    feature: 0,
-                    threshold: 0.5,
-                    left: 1,
-                    right: 2,
-                },
-                TreeNode::Leaf { value: 1.0 },
-                TreeNode::Leaf { value: 2.5 },
-            ],
-        };
-        let linear = ModelKind::Linear {
-            intercept: 3.0,
-            coefficients: vec![2.0, 0.5],
-        };
-        let kinds = [
-            linear.clone(),
-            ModelKind::Polynomial {
-                intercept: 3.0,
-                linear: vec![1.0, 0.2],
-                quadratic: vec![0.3, 0.1, 0.05],
-            },
-            ModelKind::NearestNeighbours {
-                k: 1,
-                points: vec![vec![0.0, 0.0], vec![1.0, 1.0]],
-                targets: vec![3.0, 5.0],
-            },
-            ModelKind::GradientBoosting {
-                intercept: 3.0,
-                linear: vec![0.5, 0.0],
-                learning_rate: 0.5,
-                trees: vec![tree.clone(), tree.clone()],
-            },
-            ModelKind::RandomForest {
-                trees: vec![tree.clone()],
-            },
-            ModelKind::Ensemble {
-                members: vec![linear, ModelKind::RandomForest { trees: vec![tree] }],
-            },
-        ];
-        let mut file = crate::models::load(None).unwrap();
-        let mut interp = file.models.remove(0);
+    fn apply_folds_a_positive_gain_and_refuses_the_rest() {
+        let m = crate::models::load(None).unwrap().models.remove(0);
         let c = Affine {
             offset_watts: 0.3,
             gain: 1.15,
         };
-        let inputs = [row(0.2, 0.1), row(1.7, 2.0), row(3.0, 0.5)];
-        let mut models: Vec<NodeModel> = kinds
-            .into_iter()
-            .map(|k| {
-                let mut m = interp.clone();
-                m.features = [Feature::CpuSecondsPerSecond, Feature::DiskBytesPerSecond]
-                    .into_iter()
-                    .map(|feature| FeatureScaling {
-                        feature,
-                        mean: 0.5,
-                        scale: 1.0,
-                    })
-                    .collect();
-                m.regressor = k;
-                m
-            })
-            .collect();
-        interp.idle_power_watts = 2.0;
-        models.push(interp);
-        for m in models {
-            let corrected = apply(&m, c).expect("positive gain");
-            let back = ModelFile::from_json(
-                &ModelFile {
-                    schema_version: 1,
-                    models: vec![corrected.clone()],
-                }
-                .to_json(),
-            )
-            .unwrap();
-            for x in &inputs {
-                let old = m.predict(x).unwrap();
-                let new = back.models[0].predict(x).unwrap();
-                assert!(
-                    (new - (0.3 + 1.15 * old)).abs() < 1e-9,
-                    "{:?}: {new} vs {old}",
-                    m.regressor
-                );
-            }
-            assert!((corrected.idle_power_watts - (0.3 + 1.15 * m.idle_power_watts)).abs() < 1e-9);
-        }
-        let m = crate::models::load(None).unwrap().models.remove(0);
-        assert!(apply(
-            &m,
-            Affine {
+        assert_eq!(apply(&m, c), Some(m.folded(0.3, 1.15)));
+        for gain in [0.0, -1.0] {
+            let c = Affine {
                 offset_watts: 0.0,
-                gain: -1.0
-            }
-        )
-        .is_none());
+                gain,
+            };
+            assert!(apply(&m, c).is_none(), "gain {gain}");
+        }
     }
 }

@@ -6,10 +6,35 @@
 
 use greenpipe_common::model::ModelKind;
 
+use super::{Family, FitError, Fits};
 use crate::samples::Matrix;
 
 /// Stored points at most.
 pub const MAX_POINTS: usize = 2000;
+
+/// k nearest neighbours.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Knn {
+    /// Neighbours.
+    pub k: usize,
+}
+
+impl Family for Knn {
+    const NAME: &'static str = "knn";
+    const ABOUT: &'static str = "mean of the k nearest stored rows";
+
+    fn grid() -> Vec<Knn> {
+        vec![Knn { k: 10 }, Knn { k: 50 }]
+    }
+
+    fn hyperparameters(&self) -> String {
+        format!("k={}", self.k)
+    }
+
+    fn fit(&self, x: &Matrix, y: &[f64], _: &mut Fits) -> Result<ModelKind, FitError> {
+        Ok(fit(x, y, self.k))
+    }
+}
 
 /// Keeps every `ceil(n / MAX_POINTS)`-th row.
 pub fn fit(x: &Matrix, y: &[f64], k: usize) -> ModelKind {

@@ -1,16 +1,31 @@
-//! The candidate regressors and their hyperparameter grid.
+//! The candidate regressors: one file per model family, one explicit [`FAMILIES`] list.
 //!
 //! Every candidate fits on standardised inputs and returns a [`ModelKind`], so cross-validation,
 //! validation and the online estimator all predict through the one implementation in
-//! `greenpipe_common::model`.
+//! `greenpipe_common::model`, and recalibration corrects every kind there too
+//! ([`ModelKind::folded`]). `linear.rs`, `trees.rs` and `exact.rs` are the algorithms the
+//! families call.
 
 pub mod exact;
-pub mod knn;
+pub mod family;
 pub mod linear;
 pub mod trees;
 
+// Plain `mod` lines, one per family file, so that rustfmt reaches every file.
+pub mod elastic_net;
+pub mod ensemble;
+pub mod gradient_boosting;
+pub mod knn;
+pub mod lasso;
+pub mod ols;
+pub mod polynomial_ridge;
+pub mod random_forest;
+pub mod ridge;
+
 use greenpipe_common::linalg::NotPositiveDefinite;
 use greenpipe_common::model::ModelKind;
+
+pub use family::{Candidate, Family, FamilyDef};
 
 /// Why a candidate could not be fitted.
 #[derive(Debug, thiserror::Error)]
@@ -46,338 +61,77 @@ pub enum FitError {
     RidgeSolve(#[source] NotPositiveDefinite),
 }
 
-use crate::samples::Matrix;
-use trees::{BoostParams, ForestParams, TreeParams};
-
-/// One model family with fixed hyperparameters.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Candidate {
-    /// Ordinary least squares.
-    Ols,
-    /// L2-penalised least squares.
-    Ridge {
-        /// Penalty.
-        alpha: f64,
-    },
-    /// L1-penalised least squares.
-    Lasso {
-        /// Penalty.
-        alpha: f64,
-    },
-    /// L1 + L2.
-    ElasticNet {
-        /// Penalty.
-        alpha: f64,
-        /// L1 share.
-        l1_ratio: f64,
-    },
-    /// Ridge on all degree-2 products of the inputs.
-    Polynomial {
-        /// Penalty.
-        alpha: f64,
-    },
-    /// k nearest neighbours.
-    Knn {
-        /// Neighbours.
-        k: usize,
-    },
-    /// Gradient-boosted trees.
-    Boosting(BoostParams),
-    /// Random forest.
-    Forest(ForestParams),
-    /// The mean of the members' predictions.
-    Ensemble(Vec<Candidate>),
-}
-
-impl Candidate {
-    /// Whether the model contains regression trees (alone or inside an ensemble).
-    pub fn has_trees(&self) -> bool {
-        match self {
-            Candidate::Boosting(_) | Candidate::Forest(_) => true,
-            Candidate::Ensemble(members) => members.iter().any(Candidate::has_trees),
-            _ => false,
-        }
-    }
-}
-
-/// Family names accepted by `--models`.
-pub const FAMILIES: [&str; 9] = [
-    "ols",
-    "ridge",
-    "lasso",
-    "elastic_net",
-    "polynomial_ridge",
-    "knn",
-    "gradient_boosting",
-    "random_forest",
-    "ensemble",
+/// Every model family, in the order of the default grid, `--models`' help and its errors.
+/// Adding a family = its file (a type implementing [`Family`]) + its `mod` line above + one line
+/// here; nothing else names the families.
+pub static FAMILIES: &[FamilyDef] = &[
+    FamilyDef::of::<ols::Ols>(),
+    FamilyDef::of::<ridge::Ridge>(),
+    FamilyDef::of::<lasso::Lasso>(),
+    FamilyDef::of::<elastic_net::ElasticNet>(),
+    FamilyDef::of::<polynomial_ridge::PolynomialRidge>(),
+    FamilyDef::of::<knn::Knn>(),
+    FamilyDef::of::<gradient_boosting::GradientBoosting>(),
+    FamilyDef::of::<random_forest::RandomForest>(),
+    FamilyDef::of::<ensemble::Ensemble>(),
 ];
 
-impl Candidate {
-    /// The family, one of [`FAMILIES`].
-    pub fn family(&self) -> &'static str {
-        match self {
-            Candidate::Ols => FAMILIES[0],
-            Candidate::Ridge { .. } => FAMILIES[1],
-            Candidate::Lasso { .. } => FAMILIES[2],
-            Candidate::ElasticNet { .. } => FAMILIES[3],
-            Candidate::Polynomial { .. } => FAMILIES[4],
-            Candidate::Knn { .. } => FAMILIES[5],
-            Candidate::Boosting(_) => FAMILIES[6],
-            Candidate::Forest(_) => FAMILIES[7],
-            Candidate::Ensemble(_) => FAMILIES[8],
-        }
-    }
+/// Names of every family, comma-separated, in [`FAMILIES`] order.
+pub fn family_names() -> String {
+    FAMILIES
+        .iter()
+        .map(|f| f.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
-    /// Family and hyperparameters, e.g. `ridge(alpha=0.1)`; the `model` column of reports.
-    pub fn name(&self) -> String {
-        match self {
-            Candidate::Ols => "ols".into(),
-            Candidate::Ridge { alpha } => format!("ridge(alpha={alpha})"),
-            Candidate::Lasso { alpha } => format!("lasso(alpha={alpha})"),
-            Candidate::ElasticNet { alpha, l1_ratio } => {
-                format!("elastic_net(alpha={alpha};l1={l1_ratio})")
-            }
-            Candidate::Polynomial { alpha } => format!("polynomial_ridge(alpha={alpha})"),
-            Candidate::Knn { k } => format!("knn(k={k})"),
-            Candidate::Boosting(p) => format!(
-                "gradient_boosting({}trees={};lr={};depth={}{})",
-                if p.linear_base { "linear_base;" } else { "" },
-                p.trees,
-                p.learning_rate,
-                depth_name(p.tree.max_depth),
-                if p.exact { ";exact" } else { "" }
-            ),
-            Candidate::Forest(p) => {
-                format!(
-                    "random_forest(trees={};depth={}{})",
-                    p.trees,
-                    depth_name(p.tree.max_depth),
-                    if p.exact { ";exact" } else { "" }
-                )
-            }
-            Candidate::Ensemble(members) => format!(
-                "ensemble({})",
-                members
-                    .iter()
-                    .map(Candidate::name)
-                    .collect::<Vec<_>>()
-                    .join("+")
-            ),
-        }
-    }
+/// The help of `--models`, generated from [`FAMILIES`].
+pub fn models_help() -> String {
+    format!(
+        "Comma-separated model families to try (default: all): {}",
+        family_names()
+    )
+}
 
-    /// Fits on standardised inputs `x` (deterministic: fixed seed).
-    pub fn fit(&self, x: &Matrix, y: &[f64]) -> Result<ModelKind, FitError> {
-        if x.rows < 2 {
-            return Err(FitError::TooFewRows {
-                rows: x.rows,
-                candidate: self.name(),
-            });
-        }
-        Ok(match self {
-            Candidate::Ols => {
-                let (intercept, coefficients) = linear::ols(x, y)?;
-                ModelKind::Linear {
-                    intercept,
-                    coefficients,
-                }
-            }
-            Candidate::Ridge { alpha } => {
-                let (intercept, coefficients) = linear::ridge(x, y, *alpha)?;
-                ModelKind::Linear {
-                    intercept,
-                    coefficients,
-                }
-            }
-            Candidate::Lasso { alpha } => net(x, y, *alpha, 1.0)?,
-            Candidate::ElasticNet { alpha, l1_ratio } => net(x, y, *alpha, *l1_ratio)?,
-            Candidate::Polynomial { alpha } => linear::polynomial(x, y, *alpha)?,
-            Candidate::Knn { k } => knn::fit(x, y, *k),
-            Candidate::Boosting(p) if p.exact && !p.linear_base => {
-                exact::boost(x, y, p.trees, p.learning_rate, p.tree, p.subsample, 7)
-            }
-            Candidate::Boosting(p) => trees::boost(x, y, *p, 7)?,
-            Candidate::Forest(p) => {
-                let mut p = *p;
-                if p.tree.features_per_split == 0 {
-                    p.tree.features_per_split = x.cols.div_ceil(3).max(1);
-                }
-                if p.exact {
-                    exact::forest(x, y, p.trees, p.tree, 7)
-                } else {
-                    trees::forest(x, y, p, 7)
-                }
-            }
-            Candidate::Ensemble(members) => ModelKind::Ensemble {
-                members: members
-                    .iter()
-                    .map(|m| m.fit(x, y))
-                    .collect::<Result<_, _>>()?,
-            },
-        })
+/// The long help of `--models` (`--help`): [`models_help`] and one line per family.
+pub fn models_long_help() -> String {
+    let mut help = models_help();
+    help.push('.');
+    for f in FAMILIES {
+        help.push_str(&format!("\n  {}: {}", f.name, f.about));
     }
+    help
 }
 
 /// Models already fitted on one training set (same rows, same columns), by candidate name.
 pub type Fits = std::collections::HashMap<String, ModelKind>;
 
-impl Candidate {
-    /// As [`Candidate::fit`], but takes what `fits` already holds (an ensemble's members fitted
-    /// standalone on the same rows) and adds what it fits. Fitting is deterministic, so the result
-    /// is the same as without the cache.
-    pub fn fit_reusing(
-        &self,
-        x: &Matrix,
-        y: &[f64],
-        fits: &mut Fits,
-    ) -> Result<ModelKind, FitError> {
-        let name = self.name();
-        if let Some(kind) = fits.get(&name) {
-            return Ok(kind.clone());
-        }
-        let kind = match self {
-            Candidate::Ensemble(members) => ModelKind::Ensemble {
-                members: members
-                    .iter()
-                    .map(|m| m.fit_reusing(x, y, fits))
-                    .collect::<Result<_, _>>()?,
-            },
-            single => single.fit(x, y)?,
-        };
-        fits.insert(name, kind.clone());
-        Ok(kind)
-    }
-}
-
-/// `max_depth` in a candidate's name: `full` for trees grown until their leaves are pure.
-fn depth_name(depth: usize) -> String {
-    if depth == FULL_DEPTH {
-        "full".into()
-    } else {
-        depth.to_string()
-    }
-}
-
-/// `max_depth` of a fully grown tree (scikit-learn's `max_depth=None`).
-pub const FULL_DEPTH: usize = usize::MAX;
-
-fn net(x: &Matrix, y: &[f64], alpha: f64, l1_ratio: f64) -> Result<ModelKind, FitError> {
-    let (intercept, coefficients) = linear::elastic_net(x, y, alpha, l1_ratio)?;
-    Ok(ModelKind::Linear {
-        intercept,
-        coefficients,
-    })
-}
-
-/// scikit-learn's `RandomForestRegressor()` defaults: 100 fully grown exact-split trees on
-/// bootstrap draws, every input tried at every split, one row per leaf at least.
-pub fn sklearn_forest() -> Candidate {
-    Candidate::Forest(sklearn_forest_params())
-}
-
-/// The parameters of [`sklearn_forest`].
-pub fn sklearn_forest_params() -> ForestParams {
-    ForestParams {
-        trees: 100,
-        tree: TreeParams {
-            max_depth: FULL_DEPTH,
-            min_leaf: 1,
-            features_per_split: usize::MAX,
-        },
-        exact: true,
-    }
-}
-
-/// scikit-learn's `GradientBoostingRegressor()` defaults: 100 exact-split trees of depth 3,
-/// learning rate 0.1, every row.
-pub fn sklearn_boosting() -> Candidate {
-    Candidate::Boosting(BoostParams {
-        trees: 100,
-        learning_rate: 0.1,
-        tree: TreeParams {
-            max_depth: 3,
-            min_leaf: 1,
-            features_per_split: 0,
-        },
-        linear_base: false,
-        subsample: 1.0,
-        exact: true,
-    })
-}
-
-/// The issue-6 grid: a few settings per family, chosen to span under- and over-fitting on
-/// traces of a few thousand 1-2 s samples (`--grid classic`).
+/// The issue-6 grid: each family's own grid, in [`FAMILIES`] order (`--grid classic`).
 pub fn classic_candidates() -> Vec<Candidate> {
-    let boost = |linear_base| {
-        Candidate::Boosting(BoostParams {
-            trees: 150,
-            learning_rate: 0.05,
-            tree: TreeParams {
-                max_depth: 3,
-                min_leaf: 20,
-                features_per_split: 0,
-            },
-            linear_base,
-            subsample: 0.7,
-            exact: false,
-        })
-    };
-    let forest = Candidate::Forest(ForestParams {
-        trees: 40,
-        tree: TreeParams {
-            max_depth: 8,
-            min_leaf: 5,
-            features_per_split: 0,
-        },
-        exact: false,
-    });
-    vec![
-        Candidate::Ols,
-        Candidate::Ridge { alpha: 0.1 },
-        Candidate::Ridge { alpha: 1.0 },
-        Candidate::Lasso { alpha: 0.1 },
-        Candidate::Lasso { alpha: 1.0 },
-        Candidate::ElasticNet {
-            alpha: 0.1,
-            l1_ratio: 0.5,
-        },
-        Candidate::Polynomial { alpha: 0.1 },
-        Candidate::Polynomial { alpha: 1.0 },
-        Candidate::Knn { k: 10 },
-        Candidate::Knn { k: 50 },
-        boost(false),
-        boost(true),
-        forest.clone(),
-        Candidate::Ensemble(vec![forest.clone(), boost(false)]),
-        Candidate::Ensemble(vec![
-            forest,
-            boost(false),
-            Candidate::Polynomial { alpha: 0.1 },
-        ]),
-    ]
+    FAMILIES.iter().flat_map(|f| (f.grid)()).collect()
 }
 
 /// Every candidate of the classic grid plus the scikit-learn-default forest and boosting, the
 /// exact forest's ensemble with the histogram boosting, and its averages with OLS and with
 /// ridge (`--grid wide`): the superset that benches/grid_lomo.py replays to compare grids and
-/// rules across machines.
+/// rules across machines. Listed here rather than by each family because it is one experiment
+/// across families, in this order.
 pub fn wide_candidates() -> Vec<Candidate> {
+    let forest = || Candidate::new(random_forest::sklearn());
+    let average = |members| Candidate::new(ensemble::Ensemble { members });
     let mut out = classic_candidates();
-    let boost = out
-        .iter()
-        .find(|c| matches!(c, Candidate::Boosting(p) if !p.linear_base))
-        .cloned()
-        .expect("the classic grid has boosting");
-    out.push(sklearn_forest());
-    out.push(sklearn_boosting());
-    out.push(Candidate::Ensemble(vec![sklearn_forest(), boost]));
+    out.push(forest());
+    out.push(Candidate::new(gradient_boosting::sklearn()));
+    out.push(average(vec![
+        forest(),
+        Candidate::new(gradient_boosting::classic(false)),
+    ]));
     // The forest averaged with the node's own linear model: trees cannot extrapolate past the
     // training power, a line can, and on a new machine neither is known to be the better.
-    out.push(Candidate::Ensemble(vec![sklearn_forest(), Candidate::Ols]));
-    out.push(Candidate::Ensemble(vec![
-        sklearn_forest(),
-        Candidate::Ridge { alpha: 1.0 },
+    out.push(average(vec![forest(), Candidate::new(ols::Ols)]));
+    out.push(average(vec![
+        forest(),
+        Candidate::new(ridge::Ridge { alpha: 1.0 }),
     ]));
     out
 }
@@ -397,9 +151,9 @@ pub fn default_candidates() -> Vec<Candidate> {
 pub enum GridError {
     #[error("unknown grid {name:?}; known: default, classic, wide")]
     UnknownGrid { name: String },
-    #[error("unknown model family {name:?}; known: {}", FAMILIES.join(", "))]
+    #[error("unknown model family {name:?}; known: {}", family_names())]
     UnknownFamily { name: String },
-    #[error("--models is empty; known: {}", FAMILIES.join(", "))]
+    #[error("--models is empty; known: {}", family_names())]
     NoModels,
 }
 
@@ -413,14 +167,17 @@ pub fn grid(name: &str) -> Result<Vec<Candidate>, GridError> {
     })
 }
 
-/// The default grid restricted to the comma-separated families in `list`.
+/// `grid` restricted to the comma-separated families in `list`.
 pub fn parse_models(list: &str, grid: Vec<Candidate>) -> Result<Vec<Candidate>, GridError> {
     let wanted: Vec<&str> = list
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
-    if let Some(bad) = wanted.iter().find(|w| !FAMILIES.contains(w)) {
+    if let Some(bad) = wanted
+        .iter()
+        .find(|w| !FAMILIES.iter().any(|f| f.name == **w))
+    {
         return Err(GridError::UnknownFamily {
             name: (*bad).into(),
         });
@@ -437,6 +194,7 @@ pub fn parse_models(list: &str, grid: Vec<Candidate>) -> Result<Vec<Candidate>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::samples::Matrix;
 
     #[test]
     fn reused_members_give_the_ensemble_a_fresh_fit_gives() {
@@ -455,15 +213,117 @@ mod tests {
         let grid = default_candidates();
         let ensemble = grid
             .iter()
-            .find(|c| matches!(c, Candidate::Ensemble(m) if m.len() == 3))
+            .find(|c| {
+                c.params::<ensemble::Ensemble>()
+                    .is_some_and(|e| e.members.len() == 3)
+            })
             .expect("the forest+boosting+polynomial ensemble");
         let mut fits = Fits::default();
-        for c in grid.iter().filter(|c| !matches!(c, Candidate::Ensemble(_))) {
+        for c in grid
+            .iter()
+            .filter(|c| c.family() != ensemble::Ensemble::NAME)
+        {
             c.fit_reusing(&x, &y, &mut fits).unwrap();
         }
         let before = fits.len();
         let reused = ensemble.fit_reusing(&x, &y, &mut fits).unwrap();
         assert_eq!(fits.len(), before + 1, "no member was fitted again");
         assert_eq!(reused, ensemble.fit(&x, &y).unwrap());
+    }
+
+    /// [`FAMILIES`] is the only place a family is registered: every family file of this folder
+    /// is listed (by its file name), and the grids, `--models`, its help and its errors know
+    /// exactly the listed families.
+    #[test]
+    fn the_family_list_is_the_only_registry() {
+        let names: Vec<&str> = FAMILIES.iter().map(|f| f.name).collect();
+        for (i, name) in names.iter().enumerate() {
+            assert!(!names[..i].contains(name), "{name} is listed twice");
+        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/models");
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            // Split so that this test's own file does not match.
+            if text.contains(concat!("impl ", "Family for")) {
+                files.push(path.file_stem().unwrap().to_string_lossy().into_owned());
+            }
+        }
+        files.sort();
+        let mut listed: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        listed.sort();
+        assert_eq!(
+            files,
+            listed,
+            "family files in {} against FAMILIES",
+            dir.display()
+        );
+
+        // Every candidate of every grid, ensemble members included, is of a listed family and
+        // named after it.
+        let family_of = |c: &Candidate| {
+            let name = c.name();
+            let prefix = name.split('(').next().unwrap().to_string();
+            assert_eq!(prefix, c.family(), "{name}");
+            assert!(names.contains(&c.family()), "{name}: family not listed");
+        };
+        for grid_name in ["default", "classic", "wide"] {
+            for c in grid(grid_name).unwrap() {
+                family_of(&c);
+                for m in c
+                    .params::<ensemble::Ensemble>()
+                    .map_or(&[][..], |e| e.members.as_slice())
+                {
+                    family_of(m);
+                }
+            }
+        }
+
+        // The default grid is each family's grid in list order, and every family is in it.
+        let default: Vec<String> = default_candidates().iter().map(Candidate::name).collect();
+        let from_list: Vec<String> = FAMILIES
+            .iter()
+            .flat_map(|f| (f.grid)())
+            .map(|c| c.name())
+            .collect();
+        assert_eq!(default, from_list);
+
+        let help = models_long_help();
+        let wide = wide_candidates();
+        for f in FAMILIES {
+            let grid = (f.grid)();
+            assert!(!grid.is_empty(), "{} offers no candidate", f.name);
+            assert!(grid.iter().all(|c| c.family() == f.name), "{}", f.name);
+            // The family name parses back to exactly its candidates.
+            let parsed = parse_models(f.name, wide.clone()).unwrap();
+            let own: Vec<&Candidate> = wide.iter().filter(|c| c.family() == f.name).collect();
+            assert_eq!(parsed.iter().collect::<Vec<_>>(), own, "{}", f.name);
+            assert!(models_help().contains(f.name), "{}", f.name);
+            assert!(help.contains(&format!("{}: {}", f.name, f.about)), "{help}");
+        }
+        let e = parse_models("nope", vec![]).unwrap_err().to_string();
+        assert!(e.ends_with(&names.join(", ")), "{e}");
+        assert_eq!(
+            models_help(),
+            format!(
+                "Comma-separated model families to try (default: all): {}",
+                names.join(", ")
+            )
+        );
+    }
+
+    #[test]
+    fn candidates_compare_by_family_and_hyperparameters() {
+        let ridge = |alpha| Candidate::new(ridge::Ridge { alpha });
+        assert_eq!(ridge(0.1), ridge(0.1));
+        assert_ne!(ridge(0.1), ridge(1.0));
+        assert_ne!(ridge(1.0), Candidate::new(lasso::Lasso { alpha: 1.0 }));
+        assert_eq!(
+            ridge(0.1).params::<ridge::Ridge>(),
+            Some(&ridge::Ridge { alpha: 0.1 })
+        );
+        assert!(ridge(0.1).params::<lasso::Lasso>().is_none());
+        assert_eq!(format!("{:?}", ridge(0.1)), "Ridge { alpha: 0.1 }");
     }
 }

@@ -102,6 +102,20 @@ pub struct TreeParams {
     pub features_per_split: usize,
 }
 
+/// `max_depth` of a fully grown tree (scikit-learn's `max_depth=None`).
+pub const FULL_DEPTH: usize = usize::MAX;
+
+impl TreeParams {
+    /// `max_depth` in a candidate's name: `full` for trees grown until their leaves are pure.
+    pub fn depth_name(&self) -> String {
+        if self.max_depth == FULL_DEPTH {
+            "full".into()
+        } else {
+            self.max_depth.to_string()
+        }
+    }
+}
+
 /// Grows one least-squares tree on `target` over the rows `rows` (repeats allowed).
 pub fn grow(
     bins: &Bins,
