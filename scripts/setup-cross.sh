@@ -38,9 +38,35 @@ echo "setup-cross: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 # A mirror mid-sync can serve an index of the wrong size (2026-12-05, longer than these tries:
 # bookworm-security armhf): retry, then install from whatever indices are there.
+updated=0
 for try in 1 2 3; do
-  apt-get update -qq && break
+  apt-get update -qq && { updated=1; break; }
   echo "setup-cross: apt-get update failed (try $try of 3)" >&2
   sleep 20
 done
+# A failed update keeps none of the new architectures' bookworm-security indices, and
+# libstd-rust-web-dev:ARCH must be the security version of rustc-web (Multi-Arch: same), as must
+# linux-libc-dev and libc6 for libc6-dev:ARCH. So each missing index is fetched here: checked
+# against the signed InRelease apt did verify, and where the mirror serves a file that does not
+# match it (the mid-sync case above, 2026-12-05 and 2026-12-06), used with a warning that says so.
+if ((!updated)); then
+  lists=/var/lib/apt/lists
+  base=http://deb.debian.org/debian-security/dists/bookworm-security
+  release="$lists/deb.debian.org_debian-security_dists_bookworm-security_InRelease"
+  for arch in "${arches[@]}"; do
+    list="$lists/deb.debian.org_debian-security_dists_bookworm-security_main_binary-${arch}_Packages"
+    ls "$list"* >/dev/null 2>&1 && continue
+    tmp=$(mktemp)
+    curl -fsSL --retry 3 -o "$tmp" "$base/main/binary-$arch/Packages.xz"
+    want=$(awk -v f="main/binary-$arch/Packages.xz" '$3 == f && length($1) == 64 { print $1; exit }' "$release")
+    have=$(sha256sum "$tmp" | cut -d' ' -f1)
+    if [[ -n "$want" && "$have" == "$want" ]]; then
+      echo "setup-cross: bookworm-security $arch index fetched (matches the signed InRelease)" >&2
+    else
+      echo "setup-cross: WARNING: the mirror's bookworm-security $arch index does not match its signed InRelease (mirror mid-sync); using it unverified" >&2
+    fi
+    xz -dc "$tmp" >"$list"
+    rm -f "$tmp"
+  done
+fi
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
