@@ -33,3 +33,15 @@ fn main() {
         std::process::exit(1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap checks a command's arguments only when that command is parsed; this checks all of
+    /// them (e.g. that the providers' flattened flags do not collide).
+    #[test]
+    fn every_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -15,8 +15,7 @@ mod window;
 use anyhow::{Context, Result};
 use greenpipe_carbon::controller;
 use greenpipe_carbon::planner::Window;
-use greenpipe_carbon::sources::{watttime, Credentials, ZoneSource};
-use std::path::PathBuf;
+use greenpipe_carbon::sources::{self, Credentials, SourceFlags, ZoneSource};
 
 /// `carbon` arguments.
 #[derive(Debug, clap::Args)]
@@ -47,22 +46,11 @@ enum Command {
 /// Where the data comes from; shared by every command that reads live zones.
 #[derive(Debug, clap::Args)]
 struct SourceArgs {
-    /// Zone source, repeatable: ZONE=csv:PATH | ZONE=uk:national | ZONE=uk:region:ID |
-    /// ZONE=electricitymaps:ZONEKEY | ZONE=watttime:REGION.
-    #[arg(long = "source", required = true)]
+    #[arg(long = "source", required = true, help = sources::zone_source_help())]
     sources: Vec<ZoneSource>,
-    /// File holding the Electricity Maps token (else $ELECTRICITYMAPS_TOKEN).
-    #[arg(long)]
-    electricitymaps_token_file: Option<PathBuf>,
-    /// WattTime user name (else $WATTTIME_USER).
-    #[arg(long)]
-    watttime_user: Option<String>,
-    /// File holding the WattTime password (else $WATTTIME_PASSWORD).
-    #[arg(long)]
-    watttime_password_file: Option<PathBuf>,
-    /// WattTime signal: marginal (co2_moer) or average (co2_aoer). Required for WattTime zones.
-    #[arg(long, value_enum)]
-    watttime_signal: Option<watttime::Signal>,
+    /// The providers' credentials and options.
+    #[command(flatten)]
+    flags: SourceFlags,
     /// Evaluate as if it were this time (RFC 3339 or unix seconds); for replaying CSV history.
     #[arg(long, value_parser = parse_time)]
     at: Option<i64>,
@@ -70,36 +58,7 @@ struct SourceArgs {
 
 impl SourceArgs {
     fn credentials(&self) -> Result<Credentials> {
-        let uses = |f: fn(&greenpipe_carbon::sources::Provider) -> bool| {
-            self.sources.iter().any(|s| f(&s.provider))
-        };
-        let electricity_maps_token =
-            if uses(|p| matches!(p, greenpipe_carbon::sources::Provider::ElectricityMaps(_))) {
-                greenpipe_carbon::secrets::load(
-                    self.electricitymaps_token_file.as_deref(),
-                    greenpipe_carbon::sources::electricity_maps::TOKEN_ENV,
-                )?
-            } else {
-                None
-            };
-        let watttime = if uses(|p| matches!(p, greenpipe_carbon::sources::Provider::WattTime(_))) {
-            let user = self
-                .watttime_user
-                .clone()
-                .or_else(|| std::env::var(watttime::USER_ENV).ok());
-            let password = greenpipe_carbon::secrets::load(
-                self.watttime_password_file.as_deref(),
-                watttime::PASSWORD_ENV,
-            )?;
-            user.zip(password)
-        } else {
-            None
-        };
-        Ok(Credentials {
-            electricity_maps_token,
-            watttime,
-            watttime_signal: self.watttime_signal,
-        })
+        Ok(self.flags.credentials(&self.sources)?)
     }
 
     fn now(&self) -> i64 {

@@ -4,7 +4,43 @@
 
 use crate::series::{Kind, Point, Series};
 use crate::Error;
-use std::path::Path;
+use super::{NoFlags, Source, ZoneData};
+use std::path::{Path, PathBuf};
+
+/// `ZONE=csv:PATH`: a canonical file, read at every fetch (it may be appended to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Csv(pub PathBuf);
+
+impl Source for Csv {
+    const NAME: &'static str = "csv";
+    const ARGUMENT: &'static str = "PATH";
+    type Flags = NoFlags;
+    type Credentials = ();
+
+    fn parse(arg: &str) -> Result<Self, String> {
+        Ok(Csv(PathBuf::from(arg)))
+    }
+
+    fn credentials(_: &NoFlags) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn fetch(
+        &self,
+        _: &reqwest::Client,
+        zone: &str,
+        _: &(),
+        now: i64,
+    ) -> Result<ZoneData, Error> {
+        let mut actual = read(&self.0)?;
+        actual.points.retain(|p| p.timestamp <= now);
+        Ok(ZoneData {
+            actual,
+            forecast: None,
+        }
+        .renamed(zone))
+    }
+}
 
 /// The header every canonical file starts with.
 pub const HEADER: [&str; 3] = ["timestamp", "zone", "carbon_intensity_gco2_per_kwh"];

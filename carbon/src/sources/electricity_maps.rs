@@ -9,7 +9,9 @@
 
 use crate::series::{Kind, Point, Series};
 use crate::Error;
+use super::{Source, ZoneData};
 use serde::Deserialize;
+use std::path::PathBuf;
 
 /// Default API base URL.
 pub const BASE_URL: &str = "https://api.electricitymap.org/v3";
@@ -17,6 +19,56 @@ pub const BASE_URL: &str = "https://api.electricitymap.org/v3";
 pub const TOKEN_ENV: &str = "ELECTRICITYMAPS_TOKEN";
 const PROVIDER: &str = "electricitymaps";
 const STEP: i64 = 3600;
+
+/// `ZONE=electricitymaps:ZONEKEY`, with the provider's zone key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectricityMaps(pub String);
+
+/// Electricity Maps' flag.
+#[derive(Debug, Clone, Default, clap::Args)]
+// Flattened beside the other providers' flags: an argument group per type would collide.
+#[group(skip)]
+pub struct Flags {
+    /// File holding the Electricity Maps token (else $ELECTRICITYMAPS_TOKEN).
+    #[arg(long)]
+    electricitymaps_token_file: Option<PathBuf>,
+}
+
+impl Source for ElectricityMaps {
+    const NAME: &'static str = "electricitymaps";
+    const ARGUMENT: &'static str = "ZONEKEY";
+    type Flags = Flags;
+    /// The token, when one was given.
+    type Credentials = Option<String>;
+
+    fn parse(arg: &str) -> Result<Self, String> {
+        Ok(ElectricityMaps(arg.to_string()))
+    }
+
+    fn credentials(flags: &Flags) -> Result<Option<String>, Error> {
+        crate::secrets::load(flags.electricitymaps_token_file.as_deref(), TOKEN_ENV)
+    }
+
+    async fn fetch(
+        &self,
+        client: &reqwest::Client,
+        zone: &str,
+        token: &Option<String>,
+        _now: i64,
+    ) -> Result<ZoneData, Error> {
+        let token = token.as_deref().ok_or_else(|| {
+            Error::Invalid(format!(
+                "{zone}: Electricity Maps needs a token (--electricitymaps-token-file or ${TOKEN_ENV})"
+            ))
+        })?;
+        let (actual, forecast) = fetch(client, BASE_URL, &self.0, token).await?;
+        Ok(ZoneData {
+            actual,
+            forecast: Some(forecast),
+        }
+        .renamed(zone))
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,19 +1,122 @@
-//! Carbon-intensity sources, one module per provider. Each module has pure `parse_*` functions
-//! over the documented response body (unit-tested with fixture bodies) and an async `fetch`.
-//! [`ZoneSource`] is the user's `ZONE=provider:arg` choice; [`fetch`] dispatches on it.
+//! Carbon-intensity sources, one file per provider. Each file has pure `parse_*` functions over
+//! the documented response body (unit-tested with fixture bodies), an async `fetch`, and the
+//! provider's [`Source`] implementation: its `ZONE=provider:arg` argument, its flags and
+//! credentials. [`sources!`] below is the one list of providers.
 
-pub mod csv;
-pub mod electricity_maps;
-pub mod uk;
-pub mod watttime;
+mod source;
+
+pub use source::{NoFlags, Source};
 
 use crate::series::{Kind, Series};
 use crate::Error;
-use std::path::PathBuf;
 
-/// Where one zone's data comes from, as written on the command line: `ZONE=csv:PATH`,
-/// `ZONE=uk:national`, `ZONE=uk:region:13`, `ZONE=electricitymaps:DE`,
-/// `ZONE=watttime:CAISO_NORTH`.
+/// Declares the provider modules and generates what dispatches over them: [`Provider`],
+/// [`SourceFlags`], [`Credentials`] and [`PROVIDERS`].
+macro_rules! sources {
+    ($($module:ident :: $source:ident),+ $(,)?) => {
+        $(pub mod $module;)+
+
+        /// A provider and the key it knows the zone by.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Provider {
+            $(
+                #[allow(missing_docs)]
+                $source($module::$source),
+            )+
+        }
+
+        /// Every provider's flags, flattened into each command that reads zones.
+        #[derive(Debug, Clone, Default, clap::Args)]
+        pub struct SourceFlags {
+            $(
+                #[command(flatten)]
+                $module: <$module::$source as Source>::Flags,
+            )+
+        }
+
+        /// The resolved credentials of the providers in use (`None` for the others).
+        #[derive(Debug, Clone, Default)]
+        pub struct Credentials {
+            $($module: Option<<$module::$source as Source>::Credentials>,)+
+        }
+
+        /// Every provider as named in `ZONE=provider:arg`, with its argument's form.
+        pub const PROVIDERS: &[(&str, &str)] = &[
+            $((<$module::$source as Source>::NAME, <$module::$source as Source>::ARGUMENT),)+
+        ];
+
+        /// The provider files, for the registry test.
+        #[cfg(test)]
+        const MODULES: &[&str] = &[$(stringify!($module),)+];
+
+        impl Provider {
+            /// `None` when no provider is called `name`.
+            fn parse(name: &str, arg: &str) -> Option<Result<Provider, String>> {
+                $(
+                    if name == <$module::$source as Source>::NAME {
+                        return Some(<$module::$source as Source>::parse(arg).map(Provider::$source));
+                    }
+                )+
+                None
+            }
+
+            /// The provider's name.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Provider::$source(_) => <$module::$source as Source>::NAME,)+
+                }
+            }
+
+            async fn fetch(
+                &self,
+                client: &reqwest::Client,
+                zone: &str,
+                credentials: &Credentials,
+                now: i64,
+            ) -> Result<ZoneData, Error> {
+                match self {
+                    $(
+                        Provider::$source(source) => {
+                            let resolved = credentials.$module.as_ref().ok_or_else(|| {
+                                Error::Invalid(format!(
+                                    "{zone}: {} credentials were not resolved (SourceFlags::credentials)",
+                                    self.name()
+                                ))
+                            })?;
+                            source.fetch(client, zone, resolved, now).await
+                        }
+                    )+
+                }
+            }
+        }
+
+        impl SourceFlags {
+            /// Resolves the credentials of the providers `sources` use.
+            pub fn credentials(&self, sources: &[ZoneSource]) -> Result<Credentials, Error> {
+                let mut resolved = Credentials::default();
+                $(
+                    if sources.iter().any(|s| matches!(s.provider, Provider::$source(_))) {
+                        resolved.$module =
+                            Some(<$module::$source as Source>::credentials(&self.$module)?);
+                    }
+                )+
+                Ok(resolved)
+            }
+        }
+    };
+}
+
+// The providers: one line each.
+sources! {
+    csv::Csv,
+    uk::Uk,
+    electricity_maps::ElectricityMaps,
+    watttime::WattTime,
+}
+
+/// Where one zone's data comes from, as written on the command line: `ZONE=provider:arg`, e.g.
+/// `ZONE=csv:PATH`, `ZONE=uk:national`, `ZONE=electricitymaps:DE`, `ZONE=watttime:CAISO_NORTH`
+/// ([`PROVIDERS`] lists them all).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneSource {
     /// The zone name GreenPipe uses (labels, node mapping).
@@ -22,46 +125,24 @@ pub struct ZoneSource {
     pub provider: Provider,
 }
 
-/// A provider and the key it knows the zone by.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Provider {
-    /// A canonical CSV file.
-    Csv(PathBuf),
-    /// UK national (`None`) or a region id.
-    Uk(Option<u32>),
-    /// Electricity Maps zone key.
-    ElectricityMaps(String),
-    /// WattTime region.
-    WattTime(String),
-}
-
 impl std::str::FromStr for ZoneSource {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let (zone, spec) = s
             .split_once('=')
             .ok_or_else(|| format!("{s:?}: want ZONE=provider:arg"))?;
-        let (kind, arg) = spec
+        let (name, arg) = spec
             .split_once(':')
             .ok_or_else(|| format!("{s:?}: want ZONE=provider:arg"))?;
         if zone.is_empty() || arg.is_empty() {
             return Err(format!("{s:?}: zone and argument must not be empty"));
         }
-        let provider = match kind {
-            "csv" => Provider::Csv(PathBuf::from(arg)),
-            "uk" if arg == "national" => Provider::Uk(None),
-            "uk" => match arg.strip_prefix("region:").map(str::parse::<u32>) {
-                Some(Ok(id)) if (1..=17).contains(&id) => Provider::Uk(Some(id)),
-                _ => return Err(format!("{s:?}: uk takes `national` or `region:1..17`")),
-            },
-            "electricitymaps" => Provider::ElectricityMaps(arg.to_string()),
-            "watttime" => Provider::WattTime(arg.to_string()),
-            other => {
-                return Err(format!(
-                    "{s:?}: unknown provider {other:?} (csv, uk, electricitymaps, watttime)"
-                ))
-            }
-        };
+        let provider = Provider::parse(name, arg)
+            .ok_or_else(|| {
+                let names: Vec<&str> = PROVIDERS.iter().map(|(name, _)| *name).collect();
+                format!("{s:?}: unknown provider {name:?} ({})", names.join(", "))
+            })?
+            .map_err(|e| format!("{s:?}: {e}"))?;
         Ok(ZoneSource {
             zone: zone.to_string(),
             provider,
@@ -69,15 +150,13 @@ impl std::str::FromStr for ZoneSource {
     }
 }
 
-/// Credentials and options the network providers need.
-#[derive(Debug, Clone, Default)]
-pub struct Credentials {
-    /// Electricity Maps token.
-    pub electricity_maps_token: Option<String>,
-    /// WattTime user and password.
-    pub watttime: Option<(String, String)>,
-    /// WattTime signal.
-    pub watttime_signal: Option<watttime::Signal>,
+/// The `--source` help: every provider's form.
+pub fn zone_source_help() -> String {
+    let forms: Vec<String> = PROVIDERS
+        .iter()
+        .map(|(name, arg)| format!("ZONE={name}:{arg}"))
+        .collect();
+    format!("Zone source, repeatable: {}", forms.join(" | "))
 }
 
 /// What a source returned for one zone.
@@ -89,78 +168,29 @@ pub struct ZoneData {
     pub forecast: Option<Series>,
 }
 
-/// Fetches one zone. `now` bounds CSV files (points after `now` are dropped so a replay of a
-/// historical file sees only its past).
+impl ZoneData {
+    /// Names both series after `zone`, the name GreenPipe uses, whatever the provider called it.
+    pub fn renamed(mut self, zone: &str) -> ZoneData {
+        self.actual.zone = zone.to_string();
+        if let Some(forecast) = &mut self.forecast {
+            forecast.zone = zone.to_string();
+        }
+        self
+    }
+}
+
+/// Fetches one zone with the credentials [`SourceFlags::credentials`] resolved for `sources`.
+/// `now` bounds replays (CSV points after it are dropped, so a historical file shows its past).
 pub async fn fetch(
     client: &reqwest::Client,
     source: &ZoneSource,
-    creds: &Credentials,
+    credentials: &Credentials,
     now: i64,
 ) -> Result<ZoneData, Error> {
-    let zone = source.zone.as_str();
-    let renamed = |mut s: Series| {
-        s.zone = zone.to_string();
-        s
-    };
-    match &source.provider {
-        Provider::Csv(path) => {
-            let mut actual = csv::read(path)?;
-            actual.points.retain(|p| p.timestamp <= now);
-            Ok(ZoneData {
-                actual: renamed(actual),
-                forecast: None,
-            })
-        }
-        Provider::Uk(region) => {
-            let (actual, forecast) = uk::fetch(client, uk::BASE_URL, zone, *region, now).await?;
-            Ok(ZoneData {
-                actual,
-                forecast: Some(forecast),
-            })
-        }
-        Provider::ElectricityMaps(key) => {
-            let token = creds.electricity_maps_token.as_deref().ok_or_else(|| {
-                Error::Invalid(format!(
-                    "{zone}: Electricity Maps needs a token (--electricitymaps-token-file or ${})",
-                    electricity_maps::TOKEN_ENV
-                ))
-            })?;
-            let (a, f) =
-                electricity_maps::fetch(client, electricity_maps::BASE_URL, key, token).await?;
-            Ok(ZoneData {
-                actual: renamed(a),
-                forecast: Some(renamed(f)),
-            })
-        }
-        Provider::WattTime(region) => {
-            let (user, password) = creds.watttime.as_ref().ok_or_else(|| {
-                Error::Invalid(format!(
-                    "{zone}: WattTime needs ${} and ${} (or --watttime-password-file)",
-                    watttime::USER_ENV,
-                    watttime::PASSWORD_ENV
-                ))
-            })?;
-            let signal = creds.watttime_signal.ok_or_else(|| {
-                Error::Invalid(format!(
-                    "{zone}: WattTime needs --watttime-signal marginal|average"
-                ))
-            })?;
-            let (a, f) = watttime::fetch(
-                client,
-                watttime::BASE_URL,
-                region,
-                signal,
-                (user, password),
-                now,
-                24 * 14,
-            )
-            .await?;
-            Ok(ZoneData {
-                actual: renamed(a),
-                forecast: Some(renamed(f)),
-            })
-        }
-    }
+    source
+        .provider
+        .fetch(client, &source.zone, credentials, now)
+        .await
 }
 
 /// GET with extra headers; non-2xx is an error carrying the start of the body.
@@ -258,13 +288,42 @@ mod tests {
     #[test]
     fn zone_source_specs() {
         let s: ZoneSource = "GB=uk:national".parse().unwrap();
-        assert_eq!(s.provider, Provider::Uk(None));
+        assert_eq!(s.provider, Provider::Uk(uk::Uk::National));
         let s: ZoneSource = "LDN=uk:region:13".parse().unwrap();
-        assert_eq!(s.provider, Provider::Uk(Some(13)));
+        assert_eq!(s.provider, Provider::Uk(uk::Uk::Region(13)));
         let s: ZoneSource = "CISO=csv:/data/CISO.csv".parse().unwrap();
-        assert_eq!(s.provider, Provider::Csv("/data/CISO.csv".into()));
+        assert_eq!(s.provider, Provider::Csv(csv::Csv("/data/CISO.csv".into())));
         for bad in ["GB", "GB=uk", "GB=uk:region:40", "X=ftp:y", "=csv:a"] {
             assert!(bad.parse::<ZoneSource>().is_err(), "{bad}");
         }
+        let unknown = "X=ftp:y".parse::<ZoneSource>().unwrap_err();
+        assert!(
+            unknown.contains("(csv, uk, electricitymaps, watttime)"),
+            "{unknown}"
+        );
+    }
+
+    /// A provider file that is not on the `sources!` line list would not be compiled at all;
+    /// this catches it, so the list stays the one registry.
+    #[test]
+    fn the_source_list_is_the_only_registry() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sources");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+            .filter(|stem| stem != "mod" && stem != "source")
+            .collect();
+        files.sort();
+        let mut listed: Vec<String> = MODULES.iter().map(|m| m.to_string()).collect();
+        listed.sort();
+        assert_eq!(
+            files, listed,
+            "every file in src/sources is one `sources!` line"
+        );
+        let mut names: Vec<&str> = PROVIDERS.iter().map(|(name, _)| *name).collect();
+        names.dedup();
+        assert_eq!(names.len(), PROVIDERS.len(), "provider names are unique");
     }
 }

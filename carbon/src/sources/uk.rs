@@ -10,12 +10,61 @@
 
 use crate::series::{Kind, Point, Series};
 use crate::Error;
+use super::{NoFlags, Source, ZoneData};
 use serde::Deserialize;
 
 /// Default API base URL.
 pub const BASE_URL: &str = "https://api.carbonintensity.org.uk";
 const PROVIDER: &str = "uk";
 const STEP: i64 = 1800;
+
+/// `ZONE=uk:national` or `ZONE=uk:region:ID` (no key needed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uk {
+    /// Great Britain as a whole: actuals and forecasts.
+    National,
+    /// One of the 17 regions (forecasts only).
+    Region(u32),
+}
+
+impl Source for Uk {
+    const NAME: &'static str = "uk";
+    const ARGUMENT: &'static str = "national|region:1..17";
+    type Flags = NoFlags;
+    type Credentials = ();
+
+    fn parse(arg: &str) -> Result<Self, String> {
+        if arg == "national" {
+            return Ok(Uk::National);
+        }
+        match arg.strip_prefix("region:").map(str::parse::<u32>) {
+            Some(Ok(id)) if (1..=17).contains(&id) => Ok(Uk::Region(id)),
+            _ => Err("uk takes `national` or `region:1..17`".into()),
+        }
+    }
+
+    fn credentials(_: &NoFlags) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn fetch(
+        &self,
+        client: &reqwest::Client,
+        zone: &str,
+        _: &(),
+        now: i64,
+    ) -> Result<ZoneData, Error> {
+        let region = match self {
+            Uk::National => None,
+            Uk::Region(id) => Some(*id),
+        };
+        let (actual, forecast) = fetch(client, BASE_URL, zone, region, now).await?;
+        Ok(ZoneData {
+            actual,
+            forecast: Some(forecast),
+        })
+    }
+}
 
 #[derive(Deserialize)]
 struct Period {

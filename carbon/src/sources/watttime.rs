@@ -11,7 +11,9 @@
 
 use crate::series::{Kind, Point, Series};
 use crate::Error;
+use super::{Source, ZoneData};
 use serde::Deserialize;
+use std::path::PathBuf;
 
 /// Default API base URL.
 pub const BASE_URL: &str = "https://api.watttime.org";
@@ -39,6 +41,93 @@ impl Signal {
             Signal::Marginal => "co2_moer",
             Signal::Average => "co2_aoer",
         }
+    }
+}
+
+/// `ZONE=watttime:REGION`, with WattTime's region name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WattTime(pub String);
+
+/// WattTime's flags.
+#[derive(Debug, Clone, Default, clap::Args)]
+// Flattened beside the other providers' flags: an argument group per type would collide.
+#[group(skip)]
+pub struct Flags {
+    /// WattTime user name (else $WATTTIME_USER).
+    #[arg(long)]
+    watttime_user: Option<String>,
+    /// File holding the WattTime password (else $WATTTIME_PASSWORD).
+    #[arg(long)]
+    watttime_password_file: Option<PathBuf>,
+    /// WattTime signal: marginal (co2_moer) or average (co2_aoer). Required for WattTime zones.
+    #[arg(long, value_enum)]
+    watttime_signal: Option<Signal>,
+}
+
+/// The login, when both halves were given, and the signal, when chosen.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    login: Option<(String, String)>,
+    signal: Option<Signal>,
+}
+
+/// Hours of history fetched for the forecaster.
+const HISTORY_HOURS: i64 = 24 * 14;
+
+impl Source for WattTime {
+    const NAME: &'static str = "watttime";
+    const ARGUMENT: &'static str = "REGION";
+    type Flags = Flags;
+    type Credentials = Credentials;
+
+    fn parse(arg: &str) -> Result<Self, String> {
+        Ok(WattTime(arg.to_string()))
+    }
+
+    fn credentials(flags: &Flags) -> Result<Credentials, Error> {
+        let user = flags
+            .watttime_user
+            .clone()
+            .or_else(|| std::env::var(USER_ENV).ok());
+        let password = crate::secrets::load(flags.watttime_password_file.as_deref(), PASSWORD_ENV)?;
+        Ok(Credentials {
+            login: user.zip(password),
+            signal: flags.watttime_signal,
+        })
+    }
+
+    async fn fetch(
+        &self,
+        client: &reqwest::Client,
+        zone: &str,
+        credentials: &Credentials,
+        now: i64,
+    ) -> Result<ZoneData, Error> {
+        let (user, password) = credentials.login.as_ref().ok_or_else(|| {
+            Error::Invalid(format!(
+                "{zone}: WattTime needs ${USER_ENV} and ${PASSWORD_ENV} (or --watttime-password-file)"
+            ))
+        })?;
+        let signal = credentials.signal.ok_or_else(|| {
+            Error::Invalid(format!(
+                "{zone}: WattTime needs --watttime-signal marginal|average"
+            ))
+        })?;
+        let (actual, forecast) = fetch(
+            client,
+            BASE_URL,
+            &self.0,
+            signal,
+            (user, password),
+            now,
+            HISTORY_HOURS,
+        )
+        .await?;
+        Ok(ZoneData {
+            actual,
+            forecast: Some(forecast),
+        }
+        .renamed(zone))
     }
 }
 
