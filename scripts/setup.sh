@@ -13,7 +13,7 @@ packages=(
   prometheus-node-exporter        # the overhead baseline in benches
   victoria-metrics                # second remote-write receiver in tests
   stress-ng                       # real load in tests and benches
-  protobuf-compiler               # protoc for the workload's Open Inference Protocol gRPC code
+  protobuf-compiler               # protoc: the workload's gRPC code and the ONNX messages
   iproute2 procps curl jq python3 python3-venv
   openssl                         # test PKI for the estimator's TLS test
   fonts-dejavu-core               # text in the PNG plots of training and carbon backtest reports

@@ -1,9 +1,9 @@
 //! LiteRT as a second inference engine for GreenPipe's DNN workload.
 //!
-//! [`convert`] turns the workload's in-memory ONNX image classifiers (f32, opset 13: Conv,
-//! Clip/Relu, Sigmoid, Mul, Add, GlobalAveragePool, Flatten, Gemm, MaxPool,
-//! BatchNormalization, Identity) into `.tflite` FlatBuffers computing the same network, in f32
-//! or int8; [`LiteRt`] opens LiteRT's `libLiteRt.so` at run time and [`CompiledModel`] runs a
+//! [`convert`] turns the workload's in-memory ONNX image classifiers (messages of [`onnx`], the
+//! schema the workload builds them with; f32, opset 13: Conv, Clip/Relu, Sigmoid, Mul, Add,
+//! GlobalAveragePool, Flatten, Gemm, MaxPool, BatchNormalization, Identity) into `.tflite`
+//! FlatBuffers computing the same network, in f32 or int8; [`LiteRt`] opens LiteRT's `libLiteRt.so` at run time and [`CompiledModel`] runs a
 //! model on its CPU accelerator (XNNPACK).
 //!
 //! int8 models quantize weights per output channel (symmetric) and activations per tensor
@@ -16,6 +16,7 @@ mod quant;
 mod runtime;
 mod tflite;
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 pub use runtime::{nchw_to_nhwc, CompiledModel, LiteRt};
@@ -74,18 +75,47 @@ impl Error {
     }
 }
 
-/// ONNX bytes (an f32 graph) → `.tflite` bytes.
+/// What [`convert`] reads: an ONNX model as the message itself (the workload's graph, read as
+/// it is) or as its encoding (a `.onnx` file's bytes, decoded once).
+pub trait OnnxModel {
+    fn model(&self) -> Result<Cow<'_, onnx::ModelProto>, Error>;
+}
+
+impl OnnxModel for onnx::ModelProto {
+    fn model(&self) -> Result<Cow<'_, onnx::ModelProto>, Error> {
+        Ok(Cow::Borrowed(self))
+    }
+}
+
+impl OnnxModel for [u8] {
+    fn model(&self) -> Result<Cow<'_, onnx::ModelProto>, Error> {
+        onnx::decode(self).map(Cow::Owned)
+    }
+}
+
+impl OnnxModel for Vec<u8> {
+    fn model(&self) -> Result<Cow<'_, onnx::ModelProto>, Error> {
+        self.as_slice().model()
+    }
+}
+
+impl<const N: usize> OnnxModel for [u8; N] {
+    fn model(&self) -> Result<Cow<'_, onnx::ModelProto>, Error> {
+        self.as_slice().model()
+    }
+}
+
+/// An ONNX model (an f32 graph) → `.tflite` bytes.
 ///
 /// [`Precision::Int8`] needs `calibration`, an NCHW f32 batch of the model's input shape: the
 /// f32 model runs on it (through `runtime`) to observe every activation's range.
-pub fn convert(
-    onnx: &[u8],
+pub fn convert<M: OnnxModel + ?Sized>(
+    onnx: &M,
     precision: Precision,
     calibration: Option<&[f32]>,
     runtime: &LiteRt,
 ) -> Result<Vec<u8>, Error> {
-    let model = onnx::decode(onnx)?;
-    let graph = ir::lower(&model)?;
+    let graph = ir::lower(&*onnx.model()?)?;
     match precision {
         Precision::F32 => Ok(tflite::serialize(&quant::float_model(&graph, false))),
         Precision::Int8 => {

@@ -8,7 +8,7 @@
 //! keep their input's. The model's input and output stay f32, behind QUANTIZE and DEQUANTIZE.
 
 use crate::ir::{Data, Graph, OpKind};
-use crate::tflite::{tensor_type, Model, Op, Quant, Tensor};
+use crate::tflite::{Model, Op, Quant, Tensor, TensorType};
 use crate::Error;
 
 fn shape_i32(s: &[usize]) -> Vec<i32> {
@@ -46,9 +46,9 @@ pub fn float_model(g: &Graph, probe: bool) -> Model {
         .iter()
         .map(|t| {
             let (ty, data) = match &t.data {
-                Data::Activation => (tensor_type::FLOAT32, None),
-                Data::F32(v) => (tensor_type::FLOAT32, Some(f32_bytes(v))),
-                Data::I32(v) => (tensor_type::INT32, Some(i32_bytes(v))),
+                Data::Activation => (TensorType::Float32, None),
+                Data::F32(v) => (TensorType::Float32, Some(f32_bytes(v))),
+                Data::I32(v) => (TensorType::Int32, Some(i32_bytes(v))),
             };
             Tensor {
                 name: t.name.clone(),
@@ -100,7 +100,7 @@ fn per_tensor_constant(name: &str, shape: &[usize], v: &[f32], scale: f32, zero:
     Tensor {
         name: name.to_string(),
         shape: shape_i32(shape),
-        ty: tensor_type::INT8,
+        ty: TensorType::Int8,
         data: Some(
             v.iter()
                 .map(|&x| quantize_value(x, scale, zero) as u8)
@@ -172,7 +172,7 @@ pub fn int8_model(g: &Graph, ranges: &[Option<(f32, f32)>]) -> Result<Model, Err
         Tensor {
             name: t.name.clone(),
             shape: shape_i32(&t.shape),
-            ty: tensor_type::INT8,
+            ty: TensorType::Int8,
             data: None,
             quant: Some(Quant {
                 scale: vec![s],
@@ -213,7 +213,7 @@ pub fn int8_model(g: &Graph, ranges: &[Option<(f32, f32)>]) -> Result<Model, Err
                 tensors[wi] = Some(Tensor {
                     name: wt.name.clone(),
                     shape: shape_i32(&wt.shape),
-                    ty: tensor_type::INT8,
+                    ty: TensorType::Int8,
                     data: Some(q),
                     quant: Some(Quant {
                         scale: wscale.clone(),
@@ -236,7 +236,7 @@ pub fn int8_model(g: &Graph, ranges: &[Option<(f32, f32)>]) -> Result<Model, Err
                 tensors[bi] = Some(Tensor {
                     name: bt.name.clone(),
                     shape: shape_i32(&bt.shape),
-                    ty: tensor_type::INT32,
+                    ty: TensorType::Int32,
                     data: Some(i32_bytes(&bq)),
                     quant: Some(Quant {
                         scale: bscale,
@@ -276,7 +276,7 @@ pub fn int8_model(g: &Graph, ranges: &[Option<(f32, f32)>]) -> Result<Model, Err
                     tensors[i] = Some(Tensor {
                         name: t.name.clone(),
                         shape: shape_i32(&t.shape),
-                        ty: tensor_type::INT32,
+                        ty: TensorType::Int32,
                         data: Some(i32_bytes(v)),
                         quant: None,
                     })
@@ -301,7 +301,7 @@ pub fn int8_model(g: &Graph, ranges: &[Option<(f32, f32)>]) -> Result<Model, Err
     tensors.push(Tensor {
         name: "input".into(),
         shape: shape_i32(&g.tensors[g.input].shape),
-        ty: tensor_type::FLOAT32,
+        ty: TensorType::Float32,
         data: None,
         quant: None,
     });
@@ -310,7 +310,7 @@ pub fn int8_model(g: &Graph, ranges: &[Option<(f32, f32)>]) -> Result<Model, Err
     tensors.push(Tensor {
         name: "logits".into(),
         shape: shape_i32(&g.tensors[g.output].shape),
-        ty: tensor_type::FLOAT32,
+        ty: TensorType::Float32,
         data: None,
         quant: None,
     });

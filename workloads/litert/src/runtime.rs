@@ -585,39 +585,20 @@ impl Inner {
     }
 }
 
-/// The shape of subgraph 0's first input. Called only on a buffer LiteRT has loaded.
+/// The shape of subgraph 0's first input, read through the generated tables (which check
+/// every offset they follow).
 fn input_shape(buf: &[u8]) -> Option<Vec<usize>> {
-    use flatbuffers::{ForwardsUOffset, Table, Vector};
-    type Tables<'a> = ForwardsUOffset<Vector<'a, ForwardsUOffset<Table<'a>>>>;
-    const fn slot(n: u16) -> flatbuffers::VOffsetT {
-        4 + 2 * n
-    }
-    // SAFETY: LiteRT has parsed (and verified) this FlatBuffer as a TFLite model, so the
-    // offsets followed below are in bounds; vector indices are checked.
-    unsafe {
-        let model = flatbuffers::root_unchecked::<Table>(buf);
-        let subgraphs = model.get::<Tables>(slot(2), None)?;
-        if subgraphs.is_empty() {
-            return None;
-        }
-        let sg = subgraphs.get(0);
-        let tensors = sg.get::<Tables>(slot(0), None)?;
-        let inputs = sg.get::<ForwardsUOffset<Vector<i32>>>(slot(1), None)?;
-        if inputs.is_empty() {
-            return None;
-        }
-        let index = usize::try_from(inputs.get(0)).ok()?;
-        if index >= tensors.len() {
-            return None;
-        }
-        let shape = tensors
-            .get(index)
-            .get::<ForwardsUOffset<Vector<i32>>>(slot(0), None)?;
-        shape
-            .iter()
-            .map(|d| usize::try_from(d).ok().filter(|&d| d > 0))
-            .collect()
-    }
+    use planus::ReadAsRoot;
+    let model = crate::tflite::schema::tflite::ModelRef::read_as_root(buf).ok()?;
+    let subgraph = model.subgraphs().ok()??.first()?.ok()?;
+    let index = usize::try_from(subgraph.inputs().ok()??.first()?).ok()?;
+    let tensor = subgraph.tensors().ok()??.get(index)?.ok()?;
+    tensor
+        .shape()
+        .ok()??
+        .iter()
+        .map(|d| usize::try_from(d).ok().filter(|&d| d > 0))
+        .collect()
 }
 
 /// A model compiled for LiteRT's CPU accelerator, with its input and output buffers. Runs are

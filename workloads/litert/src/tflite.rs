@@ -1,17 +1,24 @@
-//! Serializes a graph as a `.tflite` FlatBuffer (schema v3, `TFL3`), table by table with the
-//! low-level builder. Slot numbers and enum values are the TFLite schema's
-//! (`tensorflow/compiler/mlir/lite/schema/schema.fbs`); a field's vtable offset is `4 + 2·slot`.
+//! Serializes a graph as a `.tflite` FlatBuffer (schema v3, `TFL3`) through the tables planus
+//! generates from TensorFlow Lite's own schema (`schema/schema.fbs`, build.rs): field slots,
+//! enum values and defaults come from the schema, not from this file.
 
-use flatbuffers::{FlatBufferBuilder, Push, PushAlignment, WIPOffset};
+use planus::{Builder, Offset};
 
 use crate::ir::{Act, OpKind, Padding};
 
-/// `TensorType`.
-pub mod tensor_type {
-    pub const FLOAT32: u8 = 0;
-    pub const INT32: u8 = 2;
-    pub const INT8: u8 = 9;
+/// The generated tables (namespace `tflite`).
+pub mod schema {
+    #![allow(clippy::all, dead_code, missing_docs, unused_imports)]
+    include!(concat!(env!("OUT_DIR"), "/tflite.rs"));
 }
+
+pub use schema::tflite::TensorType;
+use schema::tflite::{
+    ActivationFunctionType, AddOptions, Buffer, BuiltinOperator, BuiltinOptions, Conv2DOptions,
+    DepthwiseConv2DOptions, FullyConnectedOptions, MulOptions, Operator, OperatorCode,
+    Pool2DOptions, QuantizationParameters, ReducerOptions, ReshapeOptions, SignatureDef, SubGraph,
+    TensorMap,
+};
 
 /// Per-tensor or per-axis affine quantization: `real = scale · (q − zero_point)`.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,7 +32,7 @@ pub struct Quant {
 pub struct Tensor {
     pub name: String,
     pub shape: Vec<i32>,
-    pub ty: u8,
+    pub ty: TensorType,
     /// Constant contents, little-endian.
     pub data: Option<Vec<u8>>,
     pub quant: Option<Quant>,
@@ -50,68 +57,29 @@ pub struct Model {
     pub int8: bool,
 }
 
-const fn slot(n: u16) -> flatbuffers::VOffsetT {
-    4 + 2 * n
-}
-
-mod builtin {
-    pub const ADD: i32 = 0;
-    pub const CONV_2D: i32 = 3;
-    pub const DEPTHWISE_CONV_2D: i32 = 4;
-    pub const DEQUANTIZE: i32 = 6;
-    pub const FULLY_CONNECTED: i32 = 9;
-    pub const LOGISTIC: i32 = 14;
-    pub const MAX_POOL_2D: i32 = 17;
-    pub const MUL: i32 = 18;
-    pub const RELU: i32 = 19;
-    pub const RELU6: i32 = 21;
-    pub const RESHAPE: i32 = 22;
-    pub const PAD: i32 = 34;
-    pub const MEAN: i32 = 40;
-    pub const PADV2: i32 = 60;
-    pub const QUANTIZE: i32 = 114;
-}
-
-/// `BuiltinOptions` union members.
-mod options {
-    pub const NONE: u8 = 0;
-    pub const CONV_2D: u8 = 1;
-    pub const DEPTHWISE_CONV_2D: u8 = 2;
-    pub const POOL_2D: u8 = 5;
-    pub const FULLY_CONNECTED: u8 = 8;
-    pub const ADD: u8 = 11;
-    pub const RESHAPE: u8 = 17;
-    pub const MUL: u8 = 21;
-    pub const PAD: u8 = 22;
-    pub const REDUCER: u8 = 27;
-    pub const DEQUANTIZE: u8 = 38;
-    pub const PADV2: u8 = 43;
-    pub const QUANTIZE: u8 = 89;
-}
-
-fn act_code(a: Act) -> u8 {
+fn activation(a: Act) -> ActivationFunctionType {
     match a {
-        Act::None => 0,
-        Act::Relu => 1,
-        Act::Relu6 => 3,
+        Act::None => ActivationFunctionType::None,
+        Act::Relu => ActivationFunctionType::Relu,
+        Act::Relu6 => ActivationFunctionType::Relu6,
     }
 }
 
-fn padding_code(p: Padding) -> u8 {
+fn padding(p: Padding) -> schema::tflite::Padding {
     match p {
-        Padding::Same => 0,
-        Padding::Valid => 1,
+        Padding::Same => schema::tflite::Padding::Same,
+        Padding::Valid => schema::tflite::Padding::Valid,
     }
 }
 
-/// (builtin code, operator version). The versions are the ones TFLite's converter writes for
-/// these ops on float and on int8 (per-channel) tensors.
-fn code_and_version(kind: &OpKind, int8: bool) -> (i32, i32) {
+/// (builtin operator, operator version). The versions are the ones TFLite's converter writes
+/// for these ops on float and on int8 (per-channel) tensors.
+fn code_and_version(kind: &OpKind, int8: bool) -> (BuiltinOperator, i32) {
     let v = |f: i32, q: i32| if int8 { q } else { f };
     match kind {
-        OpKind::Conv { .. } => (builtin::CONV_2D, v(1, 3)),
+        OpKind::Conv { .. } => (BuiltinOperator::Conv2d, v(1, 3)),
         OpKind::Depthwise { multiplier, .. } => (
-            builtin::DEPTHWISE_CONV_2D,
+            BuiltinOperator::DepthwiseConv2d,
             if int8 {
                 3
             } else if *multiplier > 1 {
@@ -120,54 +88,118 @@ fn code_and_version(kind: &OpKind, int8: bool) -> (i32, i32) {
                 1
             },
         ),
-        OpKind::FullyConnected { .. } => (builtin::FULLY_CONNECTED, v(1, 4)),
-        OpKind::MaxPool { .. } => (builtin::MAX_POOL_2D, v(1, 2)),
-        OpKind::Mean => (builtin::MEAN, v(1, 2)),
-        OpKind::Add { .. } => (builtin::ADD, v(1, 2)),
-        OpKind::Mul { .. } => (builtin::MUL, v(1, 2)),
-        OpKind::Logistic => (builtin::LOGISTIC, v(1, 2)),
-        OpKind::Relu => (builtin::RELU, v(1, 2)),
-        OpKind::Relu6 => (builtin::RELU6, v(1, 2)),
-        OpKind::Reshape { .. } => (builtin::RESHAPE, 1),
-        OpKind::Pad => (builtin::PAD, v(1, 3)),
-        OpKind::PadV2 => (builtin::PADV2, v(1, 2)),
-        OpKind::Quantize => (builtin::QUANTIZE, 2),
-        OpKind::Dequantize => (builtin::DEQUANTIZE, 2),
+        OpKind::FullyConnected { .. } => (BuiltinOperator::FullyConnected, v(1, 4)),
+        OpKind::MaxPool { .. } => (BuiltinOperator::MaxPool2d, v(1, 2)),
+        OpKind::Mean => (BuiltinOperator::Mean, v(1, 2)),
+        OpKind::Add { .. } => (BuiltinOperator::Add, v(1, 2)),
+        OpKind::Mul { .. } => (BuiltinOperator::Mul, v(1, 2)),
+        OpKind::Logistic => (BuiltinOperator::Logistic, v(1, 2)),
+        OpKind::Relu => (BuiltinOperator::Relu, v(1, 2)),
+        OpKind::Relu6 => (BuiltinOperator::Relu6, v(1, 2)),
+        OpKind::Reshape { .. } => (BuiltinOperator::Reshape, 1),
+        OpKind::Pad => (BuiltinOperator::Pad, v(1, 3)),
+        OpKind::PadV2 => (BuiltinOperator::Padv2, v(1, 2)),
+        OpKind::Quantize => (BuiltinOperator::Quantize, 2),
+        OpKind::Dequantize => (BuiltinOperator::Dequantize, 2),
     }
 }
 
-/// Pushing one of these raises the buffer's alignment to 16 bytes, so constant data placed at
-/// a 16-byte distance from the end lands 16-byte aligned in the finished buffer.
-#[derive(Clone, Copy)]
-struct Align16;
-
-impl Push for Align16 {
-    type Output = Align16;
-    unsafe fn push(&self, dst: &mut [u8], _written_len: usize) {
-        dst[..16].fill(0);
-    }
-    fn size() -> usize {
-        16
-    }
-    fn alignment() -> PushAlignment {
-        PushAlignment::new(16)
-    }
+fn builtin_options(kind: &OpKind) -> Option<BuiltinOptions> {
+    Some(match kind {
+        OpKind::Conv {
+            stride,
+            padding: p,
+            act,
+        } => BuiltinOptions::Conv2DOptions(Box::new(Conv2DOptions {
+            padding: padding(*p),
+            stride_w: stride[1] as i32,
+            stride_h: stride[0] as i32,
+            fused_activation_function: activation(*act),
+            ..Default::default()
+        })),
+        OpKind::Depthwise {
+            stride,
+            padding: p,
+            multiplier,
+            act,
+        } => BuiltinOptions::DepthwiseConv2DOptions(Box::new(DepthwiseConv2DOptions {
+            padding: padding(*p),
+            stride_w: stride[1] as i32,
+            stride_h: stride[0] as i32,
+            depth_multiplier: *multiplier as i32,
+            fused_activation_function: activation(*act),
+            ..Default::default()
+        })),
+        OpKind::FullyConnected { act } => {
+            BuiltinOptions::FullyConnectedOptions(Box::new(FullyConnectedOptions {
+                fused_activation_function: activation(*act),
+                ..Default::default()
+            }))
+        }
+        OpKind::MaxPool {
+            stride,
+            filter,
+            padding: p,
+        } => BuiltinOptions::Pool2DOptions(Box::new(Pool2DOptions {
+            padding: padding(*p),
+            stride_w: stride[1] as i32,
+            stride_h: stride[0] as i32,
+            filter_width: filter[1] as i32,
+            filter_height: filter[0] as i32,
+            ..Default::default()
+        })),
+        OpKind::Mean => {
+            BuiltinOptions::ReducerOptions(Box::new(ReducerOptions { keep_dims: true }))
+        }
+        OpKind::Add { act } => BuiltinOptions::AddOptions(Box::new(AddOptions {
+            fused_activation_function: activation(*act),
+            ..Default::default()
+        })),
+        OpKind::Mul { act } => BuiltinOptions::MulOptions(Box::new(MulOptions {
+            fused_activation_function: activation(*act),
+        })),
+        OpKind::Reshape { shape } => BuiltinOptions::ReshapeOptions(Box::new(ReshapeOptions {
+            new_shape: Some(shape.clone()),
+        })),
+        OpKind::Pad => BuiltinOptions::PadOptions(Box::default()),
+        OpKind::PadV2 => BuiltinOptions::PadV2Options(Box::default()),
+        OpKind::Quantize => BuiltinOptions::QuantizeOptions(Box::default()),
+        OpKind::Dequantize => BuiltinOptions::DequantizeOptions(Box::default()),
+        OpKind::Logistic | OpKind::Relu | OpKind::Relu6 => return None,
+    })
 }
 
-/// A byte vector whose first byte is 16-byte aligned (TFLite's converter aligns buffers so;
-/// kernels read weights in place).
-fn aligned_bytes<'a>(
-    fbb: &mut FlatBufferBuilder<'a>,
-    data: &[u8],
-) -> WIPOffset<flatbuffers::Vector<'a, u8>> {
-    let used = fbb.unfinished_data().len();
-    // The length prefix (4 bytes) follows the data; create_vector aligns (used + len) to 4, so
-    // padding `used + len` to 16 first leaves that alignment as it is.
-    let pad = (16 - (used + data.len()) % 16) % 16;
-    for _ in 0..pad {
-        fbb.push(0u8);
+/// A `[ubyte]` vector whose first byte is 16-byte aligned in the finished buffer, as the
+/// schema's `Buffer.data (force_align: 16)` asks (TFLite's converter aligns buffers so; kernels
+/// read weights in place). planus's vectors are only 4-byte aligned, so this writes the vector
+/// as its own `[T]` impl does, with the larger alignment; `write_with` and `current_offset` are
+/// the builder calls that generated code makes, so they hold for the planus version it needs.
+fn aligned_bytes(builder: &mut Builder, data: &[u8]) -> Offset<[u8]> {
+    // SAFETY: each closure initialises every byte of the slice it is handed (`data.len()` bytes,
+    // then the 4-byte length prefix, which lands 4-byte aligned just before the data).
+    unsafe {
+        builder.write_with(data.len(), 15, |_, bytes| {
+            for (b, &v) in bytes.iter_mut().zip(data) {
+                b.write(v);
+            }
+        });
+        let len = u32::try_from(data.len()).expect("a FlatBuffer vector below 4 GiB");
+        builder.write_with(4, 0, |_, bytes| {
+            for (b, v) in bytes.iter_mut().zip(len.to_le_bytes()) {
+                b.write(v);
+            }
+        });
     }
-    fbb.create_vector(data)
+    builder.current_offset()
+}
+
+fn tensor_maps(list: &[(String, usize)]) -> Vec<TensorMap> {
+    list.iter()
+        .map(|(name, t)| TensorMap {
+            name: Some(name.clone()),
+            tensor_index: *t as u32,
+        })
+        .collect()
 }
 
 pub fn serialize(m: &Model) -> Vec<u8> {
@@ -177,233 +209,179 @@ pub fn serialize(m: &Model) -> Vec<u8> {
         .filter_map(|t| t.data.as_ref())
         .map(Vec::len)
         .sum();
-    let mut fbb = FlatBufferBuilder::with_capacity(data_bytes + 64 * m.tensors.len() + 4096);
-    fbb.push(Align16);
+    let mut builder = Builder::with_capacity(data_bytes + 64 * m.tensors.len() + 4096);
 
-    // Buffers: 0 is the empty sentinel every activation points at.
+    // Buffers: 0 is the empty sentinel every activation points at. Written first and by
+    // offset, so that the weights are copied once, into the FlatBuffer.
     let mut buffer_of = vec![0u32; m.tensors.len()];
-    let mut buffers = Vec::new();
-    let empty = fbb.start_table();
-    buffers.push(fbb.end_table(empty));
+    let mut buffers = vec![Buffer::create(&mut builder, ())];
     for (i, t) in m.tensors.iter().enumerate() {
         if let Some(d) = &t.data {
-            let v = aligned_bytes(&mut fbb, d);
-            let b = fbb.start_table();
-            fbb.push_slot_always(slot(0), v);
-            buffers.push(fbb.end_table(b));
+            let data = aligned_bytes(&mut builder, d);
+            buffers.push(Buffer::create(&mut builder, data));
             buffer_of[i] = (buffers.len() - 1) as u32;
         }
     }
+    let buffers = builder.create_vector(&buffers);
 
-    let mut tensors = Vec::with_capacity(m.tensors.len());
-    for (i, t) in m.tensors.iter().enumerate() {
-        let shape = fbb.create_vector(&t.shape);
-        let name = fbb.create_string(&t.name);
-        let quant = t.quant.as_ref().map(|q| {
-            let scale = fbb.create_vector(&q.scale);
-            let zero = fbb.create_vector(&q.zero_point);
-            let qt = fbb.start_table();
-            fbb.push_slot_always(slot(2), scale);
-            fbb.push_slot_always(slot(3), zero);
-            fbb.push_slot(slot(6), q.dimension, 0);
-            fbb.end_table(qt)
-        });
-        let tt = fbb.start_table();
-        fbb.push_slot_always(slot(0), shape);
-        fbb.push_slot_always(slot(1), t.ty);
-        fbb.push_slot_always(slot(2), buffer_of[i]);
-        fbb.push_slot_always(slot(3), name);
-        if let Some(q) = quant {
-            fbb.push_slot_always(slot(4), q);
-        }
-        tensors.push(fbb.end_table(tt));
-    }
+    let tensors = m
+        .tensors
+        .iter()
+        .zip(&buffer_of)
+        .map(|(t, &buffer)| schema::tflite::Tensor {
+            shape: Some(t.shape.clone()),
+            type_: t.ty,
+            buffer,
+            name: Some(t.name.clone()),
+            quantization: t.quant.as_ref().map(|q| {
+                Box::new(QuantizationParameters {
+                    scale: Some(q.scale.clone()),
+                    zero_point: Some(q.zero_point.clone()),
+                    quantized_dimension: q.dimension,
+                    ..Default::default()
+                })
+            }),
+            ..Default::default()
+        })
+        .collect();
 
-    let mut codes: Vec<(i32, i32)> = Vec::new();
-    let mut operators = Vec::with_capacity(m.ops.len());
-    for op in &m.ops {
-        let cv = code_and_version(&op.kind, m.int8);
-        let opcode_index = match codes.iter().position(|c| *c == cv) {
-            Some(i) => i,
-            None => {
+    let mut codes: Vec<(BuiltinOperator, i32)> = Vec::new();
+    let operators = m
+        .ops
+        .iter()
+        .map(|op| {
+            let cv = code_and_version(&op.kind, m.int8);
+            let opcode_index = codes.iter().position(|c| *c == cv).unwrap_or_else(|| {
                 codes.push(cv);
                 codes.len() - 1
+            }) as u32;
+            Operator {
+                opcode_index,
+                inputs: Some(op.inputs.clone()),
+                outputs: Some(op.outputs.clone()),
+                builtin_options: builtin_options(&op.kind),
+                ..Default::default()
             }
-        } as u32;
-        let inputs = fbb.create_vector(&op.inputs);
-        let outputs = fbb.create_vector(&op.outputs);
-        let (options_type, options) = builtin_options(&mut fbb, &op.kind);
-        let ot = fbb.start_table();
-        fbb.push_slot_always(slot(0), opcode_index);
-        fbb.push_slot_always(slot(1), inputs);
-        fbb.push_slot_always(slot(2), outputs);
-        if let Some(o) = options {
-            fbb.push_slot_always(slot(3), options_type);
-            fbb.push_slot_always(slot(4), o);
-        }
-        operators.push(fbb.end_table(ot));
-    }
-
-    let opcodes: Vec<_> = codes
+        })
+        .collect();
+    let operator_codes: Vec<OperatorCode> = codes
         .iter()
-        .map(|&(code, version)| {
-            let t = fbb.start_table();
+        .map(|&(code, version)| OperatorCode {
             // Codes above 127 live in builtin_code only; the deprecated int8 field then holds
             // PLACEHOLDER_FOR_GREATER_OP_CODES (127).
-            fbb.push_slot_always(slot(0), code.min(127) as i8);
-            fbb.push_slot_always(slot(2), version);
-            fbb.push_slot_always(slot(3), code);
-            fbb.end_table(t)
+            deprecated_builtin_code: (code as i32)
+                .min(BuiltinOperator::PlaceholderForGreaterOpCodes as i32)
+                as i8,
+            version,
+            builtin_code: code,
+            ..Default::default()
         })
         .collect();
 
-    let tensors = fbb.create_vector(&tensors);
-    let sg_inputs: Vec<i32> = m.inputs.iter().map(|(_, t)| *t as i32).collect();
-    let sg_outputs: Vec<i32> = m.outputs.iter().map(|(_, t)| *t as i32).collect();
-    let sg_inputs = fbb.create_vector(&sg_inputs);
-    let sg_outputs = fbb.create_vector(&sg_outputs);
-    let operators = fbb.create_vector(&operators);
-    let sg_name = fbb.create_string("main");
-    let sg = fbb.start_table();
-    fbb.push_slot_always(slot(0), tensors);
-    fbb.push_slot_always(slot(1), sg_inputs);
-    fbb.push_slot_always(slot(2), sg_outputs);
-    fbb.push_slot_always(slot(3), operators);
-    fbb.push_slot_always(slot(4), sg_name);
-    let sg = fbb.end_table(sg);
-
-    let sig_inputs = tensor_maps(&mut fbb, &m.inputs);
-    let sig_outputs = tensor_maps(&mut fbb, &m.outputs);
-    let key = fbb.create_string("serving_default");
-    let sd = fbb.start_table();
-    fbb.push_slot_always(slot(0), sig_inputs);
-    fbb.push_slot_always(slot(1), sig_outputs);
-    fbb.push_slot_always(slot(2), key);
-    fbb.push_slot_always(slot(4), 0u32);
-    let sd = fbb.end_table(sd);
-
-    let opcodes = fbb.create_vector(&opcodes);
-    let subgraphs = fbb.create_vector(&[sg]);
-    let description = fbb.create_string("greenpipe-litert");
-    let buffers = fbb.create_vector(&buffers);
-    let signatures = fbb.create_vector(&[sd]);
-    let model = fbb.start_table();
-    fbb.push_slot_always(slot(0), 3u32);
-    fbb.push_slot_always(slot(1), opcodes);
-    fbb.push_slot_always(slot(2), subgraphs);
-    fbb.push_slot_always(slot(3), description);
-    fbb.push_slot_always(slot(4), buffers);
-    fbb.push_slot_always(slot(7), signatures);
-    let model = fbb.end_table(model);
-    fbb.finish(model, Some("TFL3"));
-    fbb.finished_data().to_vec()
-}
-
-type Tables<'a> =
-    flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<flatbuffers::TableFinishedWIPOffset>>;
-
-/// Signature `TensorMap`s.
-fn tensor_maps<'a>(
-    fbb: &mut FlatBufferBuilder<'a>,
-    list: &[(String, usize)],
-) -> WIPOffset<Tables<'a>> {
-    let items: Vec<_> = list
-        .iter()
-        .map(|(name, t)| {
-            let name = fbb.create_string(name);
-            let tm = fbb.start_table();
-            fbb.push_slot_always(slot(0), name);
-            fbb.push_slot_always(slot(1), *t as u32);
-            fbb.end_table(tm)
-        })
-        .collect();
-    fbb.create_vector(&items)
-}
-
-fn builtin_options(
-    fbb: &mut FlatBufferBuilder,
-    kind: &OpKind,
-) -> (u8, Option<WIPOffset<flatbuffers::TableFinishedWIPOffset>>) {
-    let empty = |fbb: &mut FlatBufferBuilder, ty: u8| {
-        let t = fbb.start_table();
-        (ty, Some(fbb.end_table(t)))
+    let subgraph = SubGraph {
+        tensors: Some(tensors),
+        inputs: Some(m.inputs.iter().map(|(_, t)| *t as i32).collect()),
+        outputs: Some(m.outputs.iter().map(|(_, t)| *t as i32).collect()),
+        operators: Some(operators),
+        name: Some("main".into()),
     };
-    match kind {
-        OpKind::Conv {
-            stride,
-            padding,
-            act,
-        } => {
-            let t = fbb.start_table();
-            fbb.push_slot_always(slot(0), padding_code(*padding));
-            fbb.push_slot_always(slot(1), stride[1] as i32);
-            fbb.push_slot_always(slot(2), stride[0] as i32);
-            fbb.push_slot_always(slot(3), act_code(*act));
-            fbb.push_slot_always(slot(4), 1i32);
-            fbb.push_slot_always(slot(5), 1i32);
-            (options::CONV_2D, Some(fbb.end_table(t)))
+    let signature = SignatureDef {
+        inputs: Some(tensor_maps(&m.inputs)),
+        outputs: Some(tensor_maps(&m.outputs)),
+        signature_key: Some("serving_default".into()),
+        subgraph_index: 0,
+    };
+    let model = schema::tflite::Model::builder()
+        .version(3)
+        .operator_codes(operator_codes)
+        .subgraphs(vec![subgraph])
+        .description("greenpipe-litert")
+        .buffers(buffers)
+        .metadata_buffer_as_null()
+        .metadata_as_null()
+        .signature_defs(vec![signature]);
+    header_in_order(builder.finish(model, Some(IDENTIFIER)).to_vec())
+}
+
+const IDENTIFIER: [u8; 4] = *b"TFL3";
+
+/// planus 1.3's `Builder::finish` writes the file identifier before the root offset, where
+/// FlatBuffers (and LiteRT) expect it after (planus-org/planus#377, "the two were previously
+/// swapped"): this swaps them back, the offset becoming relative to byte 0 (4 more). A planus
+/// that writes them in order leaves `TFL3` at bytes 4..8, and nothing is done.
+fn header_in_order(mut buf: Vec<u8>) -> Vec<u8> {
+    if buf[0..4] == IDENTIFIER && buf[4..8] != IDENTIFIER {
+        let from_4 = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
+        buf[0..4].copy_from_slice(&(from_4 + 4).to_le_bytes());
+        buf[4..8].copy_from_slice(&IDENTIFIER);
+    }
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use planus::ReadAsRoot;
+
+    use super::*;
+
+    fn tensor(name: &str, shape: Vec<i32>, ty: TensorType, data: Option<Vec<u8>>) -> Tensor {
+        Tensor {
+            name: name.into(),
+            shape,
+            ty,
+            data,
+            quant: None,
         }
-        OpKind::Depthwise {
-            stride,
-            padding,
-            multiplier,
-            act,
-        } => {
-            let t = fbb.start_table();
-            fbb.push_slot_always(slot(0), padding_code(*padding));
-            fbb.push_slot_always(slot(1), stride[1] as i32);
-            fbb.push_slot_always(slot(2), stride[0] as i32);
-            fbb.push_slot_always(slot(3), *multiplier as i32);
-            fbb.push_slot_always(slot(4), act_code(*act));
-            fbb.push_slot_always(slot(5), 1i32);
-            fbb.push_slot_always(slot(6), 1i32);
-            (options::DEPTHWISE_CONV_2D, Some(fbb.end_table(t)))
+    }
+
+    /// The header is FlatBuffers' (root offset, then `TFL3`), the model reads back through the
+    /// generated readers, and each constant's bytes start 16-byte aligned in the buffer.
+    #[test]
+    fn header_tables_and_aligned_constants() {
+        let m = Model {
+            tensors: vec![
+                tensor("a", vec![3], TensorType::Int8, Some(vec![7; 3])),
+                tensor("b", vec![21], TensorType::Int8, Some(vec![9; 21])),
+                tensor("x", vec![1, 3], TensorType::Float32, None),
+            ],
+            ops: vec![Op {
+                kind: OpKind::Relu,
+                inputs: vec![2],
+                outputs: vec![2],
+            }],
+            inputs: vec![("x".into(), 2)],
+            outputs: vec![("y".into(), 2)],
+            int8: false,
+        };
+        let buf = serialize(&m);
+        assert_eq!(&buf[4..8], b"TFL3");
+        let model = schema::tflite::ModelRef::read_as_root(&buf).expect("a TFLite model");
+        assert_eq!(model.version().unwrap(), 3);
+        let codes = model.operator_codes().unwrap().unwrap();
+        let code = codes.first().unwrap().unwrap();
+        assert_eq!(code.builtin_code().unwrap(), BuiltinOperator::Relu);
+        let subgraph = model
+            .subgraphs()
+            .unwrap()
+            .unwrap()
+            .first()
+            .unwrap()
+            .unwrap();
+        let x = subgraph
+            .tensors()
+            .unwrap()
+            .unwrap()
+            .get(2)
+            .unwrap()
+            .unwrap();
+        assert_eq!(x.name().unwrap(), Some("x"));
+        assert_eq!(x.buffer().unwrap(), 0);
+        let buffers = model.buffers().unwrap().unwrap();
+        assert_eq!(buffers.len(), 3);
+        for (b, want) in buffers.iter().skip(1).zip([&[7u8; 3][..], &[9; 21]]) {
+            let data = b.unwrap().data().unwrap().unwrap();
+            assert_eq!(data, want);
+            assert_eq!((data.as_ptr() as usize - buf.as_ptr() as usize) % 16, 0);
         }
-        OpKind::FullyConnected { act } => {
-            let t = fbb.start_table();
-            fbb.push_slot_always(slot(0), act_code(*act));
-            fbb.push_slot_always(slot(2), false);
-            (options::FULLY_CONNECTED, Some(fbb.end_table(t)))
-        }
-        OpKind::MaxPool {
-            stride,
-            filter,
-            padding,
-        } => {
-            let t = fbb.start_table();
-            fbb.push_slot_always(slot(0), padding_code(*padding));
-            fbb.push_slot_always(slot(1), stride[1] as i32);
-            fbb.push_slot_always(slot(2), stride[0] as i32);
-            fbb.push_slot_always(slot(3), filter[1] as i32);
-            fbb.push_slot_always(slot(4), filter[0] as i32);
-            fbb.push_slot_always(slot(5), 0u8);
-            (options::POOL_2D, Some(fbb.end_table(t)))
-        }
-        OpKind::Mean => {
-            let t = fbb.start_table();
-            fbb.push_slot_always(slot(0), true);
-            (options::REDUCER, Some(fbb.end_table(t)))
-        }
-        OpKind::Add { act } => {
-            let t = fbb.start_table();
-            fbb.push_slot_always(slot(0), act_code(*act));
-            (options::ADD, Some(fbb.end_table(t)))
-        }
-        OpKind::Mul { act } => {
-            let t = fbb.start_table();
-            fbb.push_slot_always(slot(0), act_code(*act));
-            (options::MUL, Some(fbb.end_table(t)))
-        }
-        OpKind::Reshape { shape } => {
-            let v = fbb.create_vector(shape);
-            let t = fbb.start_table();
-            fbb.push_slot_always(slot(0), v);
-            (options::RESHAPE, Some(fbb.end_table(t)))
-        }
-        OpKind::Pad => empty(fbb, options::PAD),
-        OpKind::PadV2 => empty(fbb, options::PADV2),
-        OpKind::Quantize => empty(fbb, options::QUANTIZE),
-        OpKind::Dequantize => empty(fbb, options::DEQUANTIZE),
-        OpKind::Logistic | OpKind::Relu | OpKind::Relu6 => (options::NONE, None),
     }
 }

@@ -6,7 +6,6 @@
 use std::sync::OnceLock;
 
 use greenpipe_litert::{CompiledModel, LiteRt};
-use prost::Message;
 
 use super::graph::Mode;
 use super::libraries::Libraries;
@@ -64,13 +63,8 @@ impl LiteRtNetwork {
             }
         };
         let (proto, _) = proto_for(spec, Mode::Float);
-        let tflite = greenpipe_litert::convert(
-            &proto.encode_to_vec(),
-            precision,
-            Some(calibration),
-            runtime,
-        )
-        .map_err(failed("writing the .tflite model"))?;
+        let tflite = greenpipe_litert::convert(&proto, precision, Some(calibration), runtime)
+            .map_err(failed("writing the .tflite model"))?;
         let model = runtime
             .compile(&tflite, spec.threads)
             .map_err(failed("compiling the model"))?;

@@ -5,9 +5,10 @@
 
 use std::path::PathBuf;
 
+use greenpipe_litert::onnx::tensor_shape_proto::dimension;
 use greenpipe_litert::onnx::{
-    AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,
+    type_proto, AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    TensorProto, TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,
 };
 use greenpipe_litert::LiteRt;
 
@@ -100,19 +101,21 @@ fn value_info(name: &str, dims: Option<&[usize]>) -> ValueInfoProto {
     ValueInfoProto {
         name: name.into(),
         r#type: Some(TypeProto {
-            tensor_type: Some(TypeProtoTensor {
+            value: Some(type_proto::Value::TensorType(TypeProtoTensor {
                 elem_type: 1,
                 shape: dims.map(|d| TensorShapeProto {
                     dim: d
                         .iter()
                         .map(|&v| Dimension {
-                            dim_value: Some(v as i64),
-                            dim_param: None,
+                            value: Some(dimension::Value::DimValue(v as i64)),
+                            ..Default::default()
                         })
                         .collect(),
                 }),
-            }),
+            })),
+            ..Default::default()
         }),
+        ..Default::default()
     }
 }
 
@@ -173,7 +176,9 @@ impl Onnx {
                 initializer: self.inits,
                 input: vec![value_info("input", Some(input_dims))],
                 output: vec![value_info("logits", Some(&[input_dims[0], classes]))],
+                ..Default::default()
             }),
+            ..Default::default()
         };
         prost::Message::encode_to_vec(&model)
     }
