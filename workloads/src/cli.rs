@@ -9,9 +9,9 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 
 use greenpipe_workload::bench::kernels::Set;
-use greenpipe_workload::model::libraries::{LITERT_ENV, ONNXRUNTIME_ENV};
 use greenpipe_workload::model::{
-    Arch, EngineKind, Libraries, ModelError, ModelSpec, Precision, DEFAULT_SEED,
+    default_engine, engine_help, Arch, EngineKind, Libraries, ModelError, ModelSpec, Precision,
+    DEFAULT_SEED,
 };
 
 /// Default `--web.listen-address` (the exporter has 9910, the estimator 9911).
@@ -67,13 +67,6 @@ pub enum Command {
     List,
 }
 
-/// tract when it is built in (the default features), else ONNX Runtime.
-const DEFAULT_ENGINE: &str = if cfg!(feature = "tract") {
-    "tract"
-} else {
-    "onnxruntime"
-};
-
 #[derive(Debug, Args, Clone)]
 pub struct ModelArgs {
     /// mobilenet_v2, efficientnet_b0 or resnet50_v2 (`infer`: a comma-separated list sweeps).
@@ -82,9 +75,9 @@ pub struct ModelArgs {
     /// f32, f16 or int8 (`infer`: a list sweeps).
     #[arg(long, default_value = "f32", value_parser = parse_precision, value_delimiter = ',')]
     pub precision: Vec<Precision>,
-    /// tract, onnxruntime or litert (`infer`: a list sweeps); tract unless this build has no
-    /// tract (cargo feature `tract`).
-    #[arg(long, default_value = DEFAULT_ENGINE, value_parser = parse_engine, value_delimiter = ',')]
+    // Help and default come from the engine list: the default is the first engine this build
+    // has (tract, else onnxruntime).
+    #[arg(long, help = engine_help(), default_value = default_engine().name(), value_parser = parse_engine, value_delimiter = ',')]
     pub engine: Vec<EngineKind>,
     /// Inference threads, 1..=CPUs (`infer`: a list sweeps).
     #[arg(long, default_value = "1", value_delimiter = ',')]
@@ -101,21 +94,15 @@ pub struct ModelArgs {
     /// Directory of PNG images [default: a generated set].
     #[arg(long)]
     pub images: Option<PathBuf>,
-    /// ONNX Runtime's C library, libonnxruntime.so [default: the loader's search path].
-    #[arg(long = "onnxruntime.library", env = ONNXRUNTIME_ENV)]
-    pub onnxruntime_library: Option<PathBuf>,
-    /// LiteRT's C library, libLiteRt.so [default: the loader's search path].
-    #[arg(long = "litert.library", env = LITERT_ENV)]
-    pub litert_library: Option<PathBuf>,
+    // `--<engine>.library` for each engine with a C library, generated from the engine list.
+    #[command(flatten)]
+    pub library: Libraries,
 }
 
 impl ModelArgs {
     /// The engine libraries the flags (or their environment variables) name.
     pub fn libraries(&self) -> Libraries {
-        Libraries {
-            onnxruntime: self.onnxruntime_library.clone(),
-            litert: self.litert_library.clone(),
-        }
+        self.library.clone()
     }
 
     /// Every combination of the listed models, precisions and thread counts, validated.

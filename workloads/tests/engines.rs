@@ -9,7 +9,9 @@
 use std::path::PathBuf;
 
 use greenpipe_workload::images::ImageSet;
-use greenpipe_workload::model::libraries::{LITERT_ENV, ONNXRUNTIME_ENV};
+use greenpipe_workload::model::litert::LiteRtEngine;
+use greenpipe_workload::model::onnxruntime::OnnxRuntimeEngine;
+use greenpipe_workload::model::tract::TractEngine;
 use greenpipe_workload::model::{
     Arch, Engine, EngineKind, Libraries, ModelSpec, Precision, CLASSES, DEFAULT_SEED,
 };
@@ -31,11 +33,14 @@ fn library(var: &str) -> PathBuf {
     path
 }
 
+/// Every engine's library, from its environment variable.
 fn libraries() -> Libraries {
-    Libraries {
-        onnxruntime: Some(library(ONNXRUNTIME_ENV)),
-        litert: Some(library(LITERT_ENV)),
-    }
+    EngineKind::ALL
+        .iter()
+        .filter_map(|e| Some((*e, e.library()?)))
+        .fold(Libraries::default(), |libs, (e, l)| {
+            libs.with(e, library(l.env))
+        })
 }
 
 fn size(arch: Arch) -> usize {
@@ -88,7 +93,12 @@ fn run(arch: Arch, precision: Precision, engine: EngineKind, input: &[f32]) -> V
 fn check(arch: Arch, engine: EngineKind) {
     let images = ImageSet::generated(2);
     let input = images.batch(0, 1, size(arch)).unwrap();
-    let reference = run(arch, Precision::F32, EngineKind::Tract, &input);
+    let reference = run(
+        arch,
+        Precision::F32,
+        EngineKind::of::<TractEngine>(),
+        &input,
+    );
     let f32_out = run(arch, Precision::F32, engine, &input);
     let rel = max_rel_diff(&reference, &f32_out);
     println!("{arch} {engine} f32 vs tract f32: max |diff| / max |logit| {rel:.2e}");
@@ -109,26 +119,32 @@ fn check(arch: Arch, engine: EngineKind) {
 #[test]
 fn onnxruntime_computes_tract_s_networks() {
     for arch in Arch::ALL {
-        check(arch, EngineKind::OnnxRuntime);
+        check(arch, EngineKind::of::<OnnxRuntimeEngine>());
     }
 }
 
 #[test]
 fn litert_computes_tract_s_networks() {
     for arch in Arch::ALL {
-        check(arch, EngineKind::LiteRt);
+        check(arch, EngineKind::of::<LiteRtEngine>());
     }
 }
 
 #[test]
 fn a_missing_engine_library_is_one_clear_error() {
-    let libs = Libraries {
-        onnxruntime: Some("/nonexistent/libonnxruntime.so".into()),
-        litert: Some("/nonexistent/libLiteRt.so".into()),
-    };
+    let with_library: Vec<EngineKind> = EngineKind::ALL
+        .iter()
+        .copied()
+        .filter(|e| e.library().is_some())
+        .collect();
+    let libs = with_library.iter().fold(Libraries::default(), |libs, e| {
+        let file = e.library().map_or("", |l| l.file);
+        libs.with(*e, format!("/nonexistent/{file}"))
+    });
     let images = ImageSet::generated(1);
     let input = images.batch(0, 1, 64).unwrap();
-    for engine in [EngineKind::OnnxRuntime, EngineKind::LiteRt] {
+    assert!(!with_library.is_empty());
+    for engine in with_library {
         let err = Engine::build_with(
             &spec(Arch::MobileNetV2, Precision::F32, engine),
             &input,

@@ -29,7 +29,7 @@ fn spec(arch: Arch, precision: Precision) -> ModelSpec {
     ModelSpec {
         arch,
         precision,
-        engine: EngineKind::Tract,
+        engine: EngineKind::of::<greenpipe_workload::model::tract::TractEngine>(),
         threads: 1,
         batch: 1,
         image_size: size(arch),

@@ -55,7 +55,9 @@ impl Set {
 fn gemm(_: &super::Env, _: bool) -> Result<super::Prepared, BenchError> {
     Err(BenchError::Kernel {
         problem: "every DeepBench problem".into(),
-        source: crate::model::ModelError::TractNotBuilt,
+        source: crate::model::ModelError::NotBuilt {
+            engine: crate::model::EngineKind::of::<crate::model::tract::TractEngine>(),
+        },
     })
 }
 

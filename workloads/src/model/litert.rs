@@ -3,13 +3,45 @@
 //! int8 with per-channel weights and activations calibrated on the same image batch) and run
 //! on LiteRT's default CPU path, XNNPACK.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use greenpipe_litert::{CompiledModel, LiteRt};
 
 use super::graph::Mode;
-use super::libraries::Libraries;
-use super::{proto_for, EngineKind, ModelError, ModelSpec, Precision};
+use super::{proto_for, EngineKind, InferenceEngine, Libraries, Library};
+use super::{ModelError, ModelSpec, Network, Precision};
+
+/// The LiteRT engine.
+pub struct LiteRtEngine;
+
+impl InferenceEngine for LiteRtEngine {
+    const NAME: &'static str = "litert";
+    const TITLE: &'static str = "LiteRT";
+    const PLATFORM: &'static str = "litert_tflite";
+    /// No f16: XNNPACK on x86-64 has no f16 arithmetic (LiteRT's f16 models are f16 storage
+    /// dequantized to f32 at load), and an f32 run is not reported as f16.
+    const PRECISIONS: &'static [Precision] = &[Precision::F32, Precision::Int8];
+    const LIBRARY: Option<Library> = Some(Library {
+        env: "GREENPIPE_LITERT_LIB",
+        file: "libLiteRt.so",
+        source: "the `ai-edge-litert` wheel (scripts/setup.sh links it as \
+                 .venv/engines/libLiteRt.so)",
+    });
+
+    fn build(
+        spec: &ModelSpec,
+        calibration: &[f32],
+        libraries: &Libraries,
+    ) -> Result<Arc<dyn Network>, ModelError> {
+        Ok(Arc::new(LiteRtNetwork::build(
+            spec,
+            calibration,
+            libraries,
+        )?))
+    }
+}
+
+const ENGINE: EngineKind = EngineKind::of::<LiteRtEngine>();
 
 /// A compiled network.
 pub struct LiteRtNetwork {
@@ -24,7 +56,7 @@ impl std::fmt::Debug for LiteRtNetwork {
 
 fn failed(step: &'static str) -> impl FnOnce(greenpipe_litert::Error) -> ModelError {
     move |e| ModelError::Runtime {
-        engine: EngineKind::LiteRt,
+        engine: ENGINE,
         step,
         source: Box::new(e),
     }
@@ -33,12 +65,12 @@ fn failed(step: &'static str) -> impl FnOnce(greenpipe_litert::Error) -> ModelEr
 /// The process's one LiteRT library and environment, on the library found first.
 fn runtime(libraries: &Libraries) -> Result<&'static LiteRt, ModelError> {
     static RUNTIME: OnceLock<Result<LiteRt, String>> = OnceLock::new();
-    let path = libraries.path_for(EngineKind::LiteRt)?;
+    let path = libraries.path_for(ENGINE)?;
     RUNTIME
         .get_or_init(|| LiteRt::open(&path).map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|reason| ModelError::Library {
-            engine: EngineKind::LiteRt,
+            engine: ENGINE,
             path: path.clone(),
             reason: reason.clone(),
         })
@@ -57,7 +89,7 @@ impl LiteRtNetwork {
             Precision::Int8 => greenpipe_litert::Precision::Int8,
             Precision::F16 => {
                 return Err(ModelError::Unsupported {
-                    engine: EngineKind::LiteRt,
+                    engine: ENGINE,
                     precision: spec.precision,
                 })
             }
@@ -70,9 +102,11 @@ impl LiteRtNetwork {
             .map_err(failed("compiling the model"))?;
         Ok(LiteRtNetwork { model })
     }
+}
 
-    /// Runs one NCHW batch; returns the logits.
-    pub fn infer(&self, input: &[f32]) -> Result<Vec<f32>, ModelError> {
+impl Network for LiteRtNetwork {
+    /// The compiled model knows its shape.
+    fn infer(&self, _: &[usize; 4], input: &[f32]) -> Result<Vec<f32>, ModelError> {
         self.model.run(input).map_err(failed("running the model"))
     }
 }

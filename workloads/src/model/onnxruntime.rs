@@ -1,7 +1,7 @@
 //! The ONNX Runtime engine: the same generated ONNX graph tract runs (f32, or the int8
 //! QOperator graph with `QLinearConv`/`QLinearMatMul`), run by ORT's CPU execution provider.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ort::environment::Environment;
 use ort::session::builder::GraphOptimizationLevel;
@@ -10,8 +10,41 @@ use ort::value::TensorRef;
 use prost::Message;
 
 use super::graph::{Calibration, Mode};
-use super::libraries::Libraries;
-use super::{min_max, proto_for, EngineKind, ModelError, ModelSpec};
+use super::{min_max, proto_for, EngineKind, InferenceEngine, Libraries, Library};
+use super::{ModelError, ModelSpec, Network, Precision};
+
+/// The ONNX Runtime engine.
+pub struct OnnxRuntimeEngine;
+
+impl InferenceEngine for OnnxRuntimeEngine {
+    const NAME: &'static str = "onnxruntime";
+    const TITLE: &'static str = "ONNX Runtime";
+    const PLATFORM: &'static str = "onnxruntime_onnx";
+    /// No f16: the CPU execution provider has no f16 arithmetic, and an f32 run is not reported
+    /// as f16.
+    const PRECISIONS: &'static [Precision] = &[Precision::F32, Precision::Int8];
+    const LIBRARY: Option<Library> = Some(Library {
+        env: "GREENPIPE_ONNXRUNTIME_LIB",
+        file: "libonnxruntime.so",
+        source: "the `onnxruntime` wheel (onnxruntime/capi/; scripts/setup.sh links it as \
+                 .venv/engines/libonnxruntime.so)",
+    });
+
+    fn build(
+        spec: &ModelSpec,
+        calibration: &[f32],
+        libraries: &Libraries,
+    ) -> Result<Arc<dyn Network>, ModelError> {
+        let mode = if spec.precision == Precision::Int8 {
+            Mode::Int8(calibrate(spec, calibration, libraries)?)
+        } else {
+            Mode::Float
+        };
+        Ok(Arc::new(OrtNetwork::build(spec, mode, libraries)?))
+    }
+}
+
+const ENGINE: EngineKind = EngineKind::of::<OnnxRuntimeEngine>();
 
 /// A session of one network. ORT's `run` takes the session mutably, so concurrent callers
 /// (a server with several `--instances`) take turns; ORT parallelises inside one run with
@@ -28,7 +61,7 @@ impl std::fmt::Debug for OrtNetwork {
 
 fn failed(step: &'static str) -> impl FnOnce(ort::Error) -> ModelError {
     move |e| ModelError::Runtime {
-        engine: EngineKind::OnnxRuntime,
+        engine: ENGINE,
         step,
         source: e.to_string().into(),
     }
@@ -38,7 +71,7 @@ fn failed(step: &'static str) -> impl FnOnce(ort::Error) -> ModelError {
 /// path reuses it (ORT can be loaded once per process).
 fn environment(libraries: &Libraries) -> Result<&'static Environment, ModelError> {
     static ENV: OnceLock<Result<Environment, String>> = OnceLock::new();
-    let path = libraries.path_for(EngineKind::OnnxRuntime)?;
+    let path = libraries.path_for(ENGINE)?;
     let env = ENV.get_or_init(|| {
         let builder = ort::init_from(&path).map_err(|e| e.to_string())?;
         builder
@@ -48,7 +81,7 @@ fn environment(libraries: &Libraries) -> Result<&'static Environment, ModelError
             .map_err(|e| e.to_string())
     });
     env.as_ref().map_err(|reason| ModelError::Library {
-        engine: EngineKind::OnnxRuntime,
+        engine: ENGINE,
         path: path.clone(),
         reason: reason.clone(),
     })
@@ -93,9 +126,10 @@ impl OrtNetwork {
             session: Mutex::new(session),
         })
     }
+}
 
-    /// Runs one NCHW batch of `shape`; returns the logits.
-    pub fn infer(&self, shape: &[usize], input: &[f32]) -> Result<Vec<f32>, ModelError> {
+impl Network for OrtNetwork {
+    fn infer(&self, shape: &[usize; 4], input: &[f32]) -> Result<Vec<f32>, ModelError> {
         let tensor = TensorRef::from_array_view((shape.to_vec(), input))
             .map_err(failed("shaping the input"))?;
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());

@@ -5,23 +5,70 @@
 //! model translator, and an explicit per-plan thread pool; its ONNX front end accepts a
 //! `ModelProto` built in memory, so the published architectures are written once as ONNX and
 //! no model file or model hub is needed.
+//!
+//! Optional (cargo feature `tract`): without it only [`TractEngine`]'s declaration is compiled, so
+//! `--engine tract` still parses and says what the build lacks.
 
 use std::sync::Arc;
 
+#[cfg(feature = "tract")]
 use tract_onnx::prelude::*;
+#[cfg(feature = "tract")]
 use tract_onnx::tract_core::floats::FloatPrecisionTranslator;
+#[cfg(feature = "tract")]
 use tract_onnx::tract_core::transform::ModelTransform;
 
+#[cfg(feature = "tract")]
 use prost::Message as _;
 
+#[cfg(feature = "tract")]
 use super::graph::{Calibration, Mode};
-use super::{min_max, ModelError, ModelSpec, Precision};
+#[cfg(feature = "tract")]
+use super::min_max;
+use super::{InferenceEngine, Libraries, ModelError, ModelSpec, Network, Precision};
+
+/// The tract engine.
+pub struct TractEngine;
+
+impl InferenceEngine for TractEngine {
+    const NAME: &'static str = "tract";
+    const TITLE: &'static str = "tract";
+    const PLATFORM: &'static str = "tract_onnx";
+    /// f16 too: tract converts the typed model.
+    const PRECISIONS: &'static [Precision] = &Precision::ALL;
+    const FEATURE: Option<&'static str> = Some("tract");
+    const BUILT: bool = cfg!(feature = "tract");
+
+    #[cfg(feature = "tract")]
+    fn build(
+        spec: &ModelSpec,
+        calibration: &[f32],
+        _: &Libraries,
+    ) -> Result<Arc<dyn Network>, ModelError> {
+        let mode = if spec.precision == Precision::Int8 {
+            Mode::Int8(calibrate(spec, calibration)?)
+        } else {
+            Mode::Float
+        };
+        Ok(Arc::new(TractNetwork::build(spec, mode)?))
+    }
+
+    /// Not reached: [`EngineKind`](super::EngineKind) refuses an engine this build lacks first.
+    #[cfg(not(feature = "tract"))]
+    fn build(_: &ModelSpec, _: &[f32], _: &Libraries) -> Result<Arc<dyn Network>, ModelError> {
+        Err(ModelError::NotBuilt {
+            engine: super::EngineKind::of::<TractEngine>(),
+        })
+    }
+}
 
 /// Names the tract step that failed (the kernel benchmarks' one-operator models use it too).
+#[cfg(feature = "tract")]
 pub(crate) trait TractStep<T> {
     fn step(self, step: &'static str) -> Result<T, ModelError>;
 }
 
+#[cfg(feature = "tract")]
 impl<T> TractStep<T> for TractResult<T> {
     fn step(self, step: &'static str) -> Result<T, ModelError> {
         self.map_err(|e| ModelError::Tract {
@@ -31,11 +78,13 @@ impl<T> TractStep<T> for TractResult<T> {
     }
 }
 
+#[cfg(feature = "tract")]
 type Plan = Arc<TypedRunnableModel>;
 
 /// A graph as tract's own ONNX messages. Graphs are written with the workload's messages
 /// (`super::onnx`, the same schema), so that builds without tract write them too; one encode and
 /// decode carries them across.
+#[cfg(feature = "tract")]
 pub(crate) fn to_tract(
     proto: &super::onnx::ModelProto,
 ) -> Result<tract_onnx::pb::ModelProto, ModelError> {
@@ -48,6 +97,7 @@ pub(crate) fn to_tract(
 }
 
 /// `spec`'s graph in `mode`, for tract, and what it probes.
+#[cfg(feature = "tract")]
 fn proto_for(
     spec: &ModelSpec,
     mode: Mode,
@@ -57,12 +107,14 @@ fn proto_for(
 }
 
 /// A network optimised by tract, ready to run.
+#[cfg(feature = "tract")]
 #[derive(Debug, Clone)]
 pub struct TractNetwork {
     plan: Plan,
     input_type: DatumType,
 }
 
+#[cfg(feature = "tract")]
 impl TractNetwork {
     /// Builds `spec`'s network from the graph in `mode` (float, or int8 with its calibration).
     pub fn build(spec: &ModelSpec, mode: Mode) -> Result<TractNetwork, ModelError> {
@@ -91,15 +143,21 @@ impl TractNetwork {
             input_type,
         })
     }
+}
 
+#[cfg(feature = "tract")]
+impl Network for TractNetwork {
     /// f16 for an f16 model (the translator converts every f32 tensor), f32 otherwise (int8
     /// quantizes inside the graph).
-    pub fn input_datum_type(&self) -> DatumType {
-        self.input_type
+    fn input_precision(&self) -> Precision {
+        if self.input_type == f16::datum_type() {
+            Precision::F16
+        } else {
+            Precision::F32
+        }
     }
 
-    /// Runs one NCHW batch of `shape`; returns the logits.
-    pub fn infer(&self, shape: &[usize], input: &[f32]) -> Result<Vec<f32>, ModelError> {
+    fn infer(&self, shape: &[usize; 4], input: &[f32]) -> Result<Vec<f32>, ModelError> {
         let tensor = Tensor::from_shape(shape, input).step("shaping the input")?;
         let tensor = if self.input_type == f32::datum_type() {
             tensor
@@ -129,6 +187,7 @@ impl TractNetwork {
 /// `tileloaddt1`; none in eight runs without it). Must run before tract first probes the CPU.
 /// x86-64 only: tract refuses (panics on) a token of another architecture's feature set, which
 /// is how every inference on aarch64 failed before the ARM workload test existed.
+#[cfg(feature = "tract")]
 pub fn configure_tract() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -142,6 +201,7 @@ pub fn configure_tract() {
     });
 }
 
+#[cfg(feature = "tract")]
 fn runnable(model: TypedModel, threads: usize) -> Result<Plan, ModelError> {
     let executor = if threads > 1 {
         tract_linalg::multithread::Executor::multithread_with_name(threads, "greenpipe-infer")
@@ -159,6 +219,7 @@ fn runnable(model: TypedModel, threads: usize) -> Result<Plan, ModelError> {
 
 /// Runs the f32 graph with every quantizable layer's input and output exposed and records
 /// their ranges (ONNX Runtime runs the same probe graph: `onnxruntime::calibrate`).
+#[cfg(feature = "tract")]
 pub fn calibrate(spec: &ModelSpec, batch: &[f32]) -> Result<Calibration, ModelError> {
     configure_tract();
     let (proto, probes) = proto_for(spec, Mode::Probe)?;
@@ -192,7 +253,7 @@ pub fn calibrate(spec: &ModelSpec, batch: &[f32]) -> Result<Calibration, ModelEr
     Ok(cal)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "tract"))]
 mod tests {
     use super::*;
 
