@@ -2,9 +2,9 @@
 //! `timestamp,zone,carbon_intensity_gco2_per_kwh`, unix seconds at the start of each hour,
 //! ascending, one row per hour; missing hours are absent rows (reported as gaps).
 
+use super::{NoFlags, Source, ZoneData};
 use crate::series::{Kind, Point, Series};
 use crate::Error;
-use super::{NoFlags, Source, ZoneData};
 use std::path::{Path, PathBuf};
 
 /// `ZONE=csv:PATH`: a canonical file, read at every fetch (it may be appended to).

@@ -7,9 +7,9 @@
 //!
 //! `carbonIntensity` may be `null` for hours the provider has no data for; those stay gaps.
 
+use super::{Source, ZoneData};
 use crate::series::{Kind, Point, Series};
 use crate::Error;
-use super::{Source, ZoneData};
 use serde::Deserialize;
 use std::path::PathBuf;
 

@@ -8,9 +8,9 @@
 //!   `{"data":{"regionid","dnoregion","shortname","data":[{"from","to","intensity":{"forecast","index"},"generationmix":[..]}]}}`
 //!   (`GET /regional/regionid/{id}` wraps the same region object in an array).
 
+use super::{NoFlags, Source, ZoneData};
 use crate::series::{Kind, Point, Series};
 use crate::Error;
-use super::{NoFlags, Source, ZoneData};
 use serde::Deserialize;
 
 /// Default API base URL.

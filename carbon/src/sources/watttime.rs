@@ -9,9 +9,9 @@
 //! `co2_moer` (marginal) or `co2_aoer` (average). Values come in the unit `meta.units` names,
 //! normally `lbs_co2_per_mwh`, and are converted to g/kWh.
 
+use super::{Source, ZoneData};
 use crate::series::{Kind, Point, Series};
 use crate::Error;
-use super::{Source, ZoneData};
 use serde::Deserialize;
 use std::path::PathBuf;
 
