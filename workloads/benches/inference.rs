@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use greenpipe_workload::images::ImageSet;
 use greenpipe_workload::metrics::{InferenceLabels, Metrics};
-use greenpipe_workload::model::{Arch, Engine, EngineKind, ModelSpec, Precision, DEFAULT_SEED};
+use greenpipe_workload::model::{Arch, Engine, ModelSpec, Precision, DEFAULT_SEED, ENGINES};
 use greenpipe_workload::oip::pb::grpc_inference_service_client::GrpcInferenceServiceClient;
 use greenpipe_workload::oip::pb::grpc_inference_service_server::GrpcInferenceServiceServer;
 use greenpipe_workload::oip::pb::model_infer_request::InferInputTensor;
@@ -69,7 +69,7 @@ fn main() {
         .unwrap_or(6.0);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let models = list("GREENPIPE_BENCH_MODELS", Arch::ALL.to_vec());
-    let engines = list("GREENPIPE_BENCH_ENGINES", EngineKind::ALL.to_vec());
+    let engines = list("GREENPIPE_BENCH_ENGINES", ENGINES.to_vec());
     let precisions = list("GREENPIPE_BENCH_PRECISIONS", Precision::ALL.to_vec());
     let threads = list("GREENPIPE_BENCH_THREADS", (1..=cpus).collect());
     let images = ImageSet::generated(8);

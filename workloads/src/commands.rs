@@ -18,7 +18,7 @@ use greenpipe_workload::bench::{self, Group};
 use greenpipe_workload::campaign::{unix_now, CampaignLog, Placement, Window};
 use greenpipe_workload::images::ImageSet;
 use greenpipe_workload::metrics::{self, InferenceLabels, Metrics};
-use greenpipe_workload::model::{Arch, Engine, EngineKind, Libraries, ModelSpec, Precision};
+use greenpipe_workload::model::{Arch, Engine, Libraries, ModelSpec, Precision, ENGINES};
 use greenpipe_workload::oip::{self, client::Pace};
 use greenpipe_workload::stop::Stop;
 
@@ -81,7 +81,7 @@ fn list() {
         println!("  {a} ({})", Precision::ALL.map(|p| p.name()).join(", "));
     }
     println!("engines:");
-    for e in EngineKind::ALL {
+    for e in ENGINES {
         let precisions: Vec<_> = e.precisions().iter().map(|p| p.name()).collect();
         println!("  {e} ({})", precisions.join(", "));
     }

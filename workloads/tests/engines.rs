@@ -13,7 +13,7 @@ use greenpipe_workload::model::litert::LiteRtEngine;
 use greenpipe_workload::model::onnxruntime::OnnxRuntimeEngine;
 use greenpipe_workload::model::tract::TractEngine;
 use greenpipe_workload::model::{
-    Arch, Engine, EngineKind, Libraries, ModelSpec, Precision, CLASSES, DEFAULT_SEED,
+    Arch, Engine, EngineKind, Libraries, ModelSpec, Precision, CLASSES, DEFAULT_SEED, ENGINES,
 };
 
 /// f32 against f32: the largest logit difference over the largest logit magnitude. Engines
@@ -35,7 +35,7 @@ fn library(var: &str) -> PathBuf {
 
 /// Every engine's library, from its environment variable.
 fn libraries() -> Libraries {
-    EngineKind::ALL
+    ENGINES
         .iter()
         .filter_map(|e| Some((*e, e.library()?)))
         .fold(Libraries::default(), |libs, (e, l)| {
@@ -132,7 +132,7 @@ fn litert_computes_tract_s_networks() {
 
 #[test]
 fn a_missing_engine_library_is_one_clear_error() {
-    let with_library: Vec<EngineKind> = EngineKind::ALL
+    let with_library: Vec<EngineKind> = ENGINES
         .iter()
         .copied()
         .filter(|e| e.library().is_some())

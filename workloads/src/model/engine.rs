@@ -101,9 +101,6 @@ impl<E: InferenceEngine> DefOf<E> {
 }
 
 impl EngineKind {
-    /// Every engine, in [`ENGINES`](super::ENGINES) order: `--engine`'s help and errors, `list`.
-    pub const ALL: &'static [EngineKind] = ENGINES;
-
     /// The entry of engine `E`.
     pub const fn of<E: InferenceEngine>() -> EngineKind {
         EngineKind(&DefOf::<E>::DEF)
