@@ -26,12 +26,18 @@
 #   ARM_TARGETS=aarch64-unknown-linux-gnu scripts/test-arm.sh
 #   scripts/test-arm.sh --build-only            # step 1's cross builds only, nothing run
 #                                               # (scripts/test.sh builds them in the background)
+#   scripts/test-arm.sh --unit-only             # step 1 only (scripts/test.sh runs it beside
+#                                               # the x86-64 tests, step 2 with the backend tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-no_run=() done_what="built and tested under qemu-user"
-if [[ "${1:-}" == --build-only ]]; then
-  no_run=(--no-run) done_what="built (not run)"
-fi
+no_run=() done_what="built and tested under qemu-user" e2e=1
+case "${1:-}" in
+  "") ;;
+  --build-only) no_run=(--no-run) done_what="built (not run)" e2e=0 ;;
+  --unit-only) e2e=0 ;;
+  *) echo "usage: scripts/test-arm.sh [--build-only|--unit-only]" >&2; exit 2 ;;
+esac
+source scripts/e2e-filters.sh
 read -ra targets <<<"${ARM_TARGETS:-aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf}"
 scripts/setup.sh --cross "${targets[@]}"
 arm_target_dir="${GREENPIPE_ARM_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/greenpipe/arm-target}"

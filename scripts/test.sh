@@ -76,13 +76,26 @@ fi
 # (linking, tests that wait on Prometheus). A step waits for the build it needs; a failed build
 # fails the run with its log.
 bg_logs="$(mktemp -d)"
-trap 'rm -rf "$bg_logs"' EXIT
 declare -A bg_pid
+# A failed step ends the run: stop what still runs beside it (each in its own process group).
+stop_background() {
+  local pid
+  for pid in "${bg_pid[@]}"; do kill -- -"$pid" 2>/dev/null || true; done
+  rm -rf "$bg_logs"
+}
+trap stop_background EXIT
 background() {
   local name="$1"
   shift
   # Its own process group, so that waiting for it can raise the whole build's priority.
   setsid nice -n 19 "$@" >"$bg_logs/$name.log" 2>&1 &
+  bg_pid[$name]=$!
+}
+# The same at the priority of the foreground: a lane of tests that waits on real time.
+beside() {
+  local name="$1"
+  shift
+  setsid "$@" >"$bg_logs/$name.log" 2>&1 &
   bg_pid[$name]=$!
 }
 wait_for() {
@@ -118,40 +131,64 @@ background no-tract env CARGO_TARGET_DIR="$no_tract_target_dir" sh -c '
   cargo test -p greenpipe-workload --no-default-features --locked --lib -- model::'
 wait_for control-plane
 wait_for helm
-# Every test binary, built once for both lanes below.
+# Every test binary, built once for the lanes below.
 cargo test --workspace --locked --no-run --message-format=json-render-diagnostics \
   >"$bg_logs/artifacts.json"
 step "test build done"
-# The scikit-learn parity tests are minutes of pure computation with no clock in them, while the
-# end-to-end tests mostly wait on real time: the parity binary runs beside them, at the lowest
-# priority (cargo runs one test binary at a time, and a second cargo would wait for the first's
-# lock on the target directory).
-parity_binary=$(python3 -c '
-import json, sys
+# Three lanes from here, so that the CPU left idle by tests that wait on real time is used:
+# - the main run, in the foreground: every test binary, two tests at a time (two cores, so
+#   timing-sensitive kernel tests are not starved);
+# - the closed-loop recalibration tests, one at a time beside it (scripts/e2e-filters.sh says
+#   why), from the same end-to-end binary;
+# - at the lowest priority, the pure computation: the scikit-learn parity tests (minutes of it,
+#   no clock in them), then the ARM unit tests under qemu-user once their cross builds are done.
+# A second cargo would wait for the first's lock on the target directory, so the lanes run the
+# test binaries cargo test built above, through the same runner.
+source scripts/e2e-filters.sh
+# The test binary of the target named $2 of the package in directory $1.
+test_binary() {
+  python3 -c '
+import json, os, sys
+manifest = os.path.abspath(os.path.join(sys.argv[2], "Cargo.toml"))
 for line in open(sys.argv[1]):
     m = json.loads(line)
-    if (m.get("reason") == "compiler-artifact" and m["target"]["name"] == "greenpipe_offline"
-            and m["profile"]["test"] and m.get("executable")):
-        print(m["executable"])' "$bg_logs/artifacts.json")
-[[ -n "$parity_binary" ]] || { echo "test: greenpipe-offline's unit-test binary not built" >&2; exit 1; }
-background parity "$CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER" "$parity_binary" \
-  --test-threads=2 parity::tests::
-# Two cores: two tests at a time so timing-sensitive kernel tests are not starved.
-cargo_test --workspace --locked --no-fail-fast -- --test-threads=2 --skip parity::tests::
+    if (m.get("reason") == "compiler-artifact" and m["manifest_path"] == manifest
+            and m["target"]["name"] == sys.argv[3] and m["profile"]["test"]
+            and m.get("executable")):
+        print(m["executable"])' "$bg_logs/artifacts.json" "$1" "$2"
+}
+parity_binary=$(test_binary offline greenpipe_offline)
+e2e_binary=$(test_binary tests integration)
+for b in parity_binary e2e_binary; do
+  [[ -n "${!b}" ]] || { echo "test: $b not among the test build's artifacts" >&2; exit 1; }
+done
+runner="$CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER"
+beside closed-loop env -C tests "$runner" "$e2e_binary" --test-threads=1 "${closed_loop_e2e[@]}"
+background computation sh -c '
+  status=0
+  "$1" "$2" --test-threads=2 parity::tests:: || status=1
+  scripts/test-arm.sh --unit-only || status=1
+  exit $status' computation "$runner" "$parity_binary"
+skip_closed_loop=()
+for t in "${closed_loop_e2e[@]}"; do skip_closed_loop+=(--skip "$t"); done
+cargo_test --workspace --locked --no-fail-fast -- --test-threads=2 --skip parity::tests:: \
+  "${skip_closed_loop[@]}"
 step "workspace tests done"
-wait_for parity
-cat "$bg_logs/parity.log" >>"$test_log"
-# The tests that read the whole host, ignored in the run above: alone, one at a time.
-cargo_test --workspace --locked --no-fail-fast --test integration -- --ignored --test-threads=1 \
-  quickstart:: campaign::ci_plan_end_to_end_with_the_closed_loop_meter
-step "whole-host tests done"
-# Unit tests for aarch64 and armv7 under qemu-user (cross builds cached in ~/.cache/greenpipe).
-wait_for arm-build
-scripts/test-arm.sh 2>&1 | tee -a "$test_log"
-step "ARM tests done"
-# The estimator on real Prometheus 3, Thanos and Mimir (measured in docs/benchmarks.md).
+wait_for closed-loop
+cat "$bg_logs/closed-loop.log" >>"$test_log"
+# The ignored tests that need the Go servers and the aarch64 cross builds, together: the backend
+# tests wait on their servers while the ARM ones compute under qemu.
 wait_for backends
-scripts/test-backends.sh 2>&1 | tee -a "$test_log"
-step "backend tests done"
+wait_for arm-build
+GREENPIPE_ARM_TARGET_DIR="${GREENPIPE_ARM_TARGET_DIR:-$cache/arm-target}" cargo_test --workspace \
+  --locked --no-fail-fast --test integration -- --ignored --test-threads=2 "${arm_e2e[@]}" \
+  "${backend_e2e[@]}"
+step "ARM and backend end-to-end tests done"
+wait_for computation
+cat "$bg_logs/computation.log" >>"$test_log"
+# The tests that read the whole host, ignored in the runs above: alone, one at a time.
+cargo_test --workspace --locked --no-fail-fast --test integration -- --ignored --test-threads=1 \
+  "${whole_host_e2e[@]}"
+step "whole-host tests done"
 wait_for no-tract
 slowest

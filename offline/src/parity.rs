@@ -27,6 +27,9 @@ use crate::models::{exact, Candidate, FitError};
 use crate::samples::{Matrix, NodeSamples};
 use crate::{NothingHoldable, OfflineOptions};
 
+mod answers;
+pub use answers::{Answers, Arg};
+
 /// One fold: its name (the held-out workload group) and its rows.
 #[derive(Debug, Clone)]
 pub struct Fold {
@@ -239,6 +242,8 @@ pub struct Sklearn {
     pub python: PathBuf,
     /// `benches/forest_parity.py`.
     pub script: PathBuf,
+    /// Where answers are kept between runs ([`answers`]); `None` runs every fit.
+    pub answers: Option<Answers>,
 }
 
 /// What `forest_parity.py` prints.
@@ -260,12 +265,34 @@ impl Sklearn {
         Sklearn {
             python: root.join(".venv/bin/python"),
             script: root.join("benches/forest_parity.py"),
+            answers: None,
         }
     }
 
-    fn run(&self, args: &[&str]) -> Result<String, ParityError> {
+    /// The same, keeping its answers in `answers` (see [`answers`]).
+    pub fn keeping_answers(self, answers: Answers) -> Sklearn {
+        Sklearn {
+            answers: Some(answers),
+            ..self
+        }
+    }
+
+    fn run(&self, args: &[Arg]) -> Result<String, ParityError> {
+        let Some(answers) = &self.answers else {
+            return self.run_python(args);
+        };
+        let key = answers::key(&self.python, &self.script, args)?;
+        if let Some(stdout) = answers.get(&key, args)? {
+            return Ok(stdout);
+        }
+        let stdout = self.run_python(args)?;
+        answers.put(&key, args, &stdout)?;
+        Ok(stdout)
+    }
+
+    fn run_python(&self, args: &[Arg]) -> Result<String, ParityError> {
         let mut cmd = Command::new(&self.python);
-        cmd.arg(&self.script).args(args);
+        cmd.arg(&self.script).args(args.iter().map(Arg::word));
         let command = format!("{cmd:?}");
         let out = cmd.output().map_err(|source| ParityError::Spawn {
             command: command.clone(),
@@ -295,15 +322,19 @@ impl Sklearn {
     ) -> Result<SklearnRun, ParityError> {
         let seeds = seeds.to_string();
         let args = [
-            matrix.to_str().unwrap_or_default(),
-            "--model",
-            model,
-            "--seeds",
-            &seeds,
+            Arg::Reads(matrix),
+            Arg::Text("--model"),
+            Arg::Text(model),
+            Arg::Text("--seeds"),
+            Arg::Text(&seeds),
         ];
         let output = self.run(&args)?;
         serde_json::from_str(output.trim()).map_err(|source| ParityError::Json {
-            command: format!("{} {}", self.script.display(), args.join(" ")),
+            command: format!(
+                "{} {}",
+                self.script.display(),
+                args.map(|a| a.word().to_string()).join(" ")
+            ),
             output,
             source,
         })
@@ -506,15 +537,15 @@ pub fn same_bootstrap(
     let ours = our_forest_predictions(s, f, Some(&weights), seed);
     let ppath = dir.join(format!("{}__predictions.csv", s.node));
     sk.run(&[
-        matrix.to_str().unwrap_or_default(),
-        "--model",
-        "rf",
-        "--weights",
-        wpath.to_str().unwrap_or_default(),
-        "--fold",
-        &k.to_string(),
-        "--predictions",
-        ppath.to_str().unwrap_or_default(),
+        Arg::Reads(&matrix),
+        Arg::Text("--model"),
+        Arg::Text("rf"),
+        Arg::Text("--weights"),
+        Arg::Reads(&wpath),
+        Arg::Text("--fold"),
+        Arg::Text(&k.to_string()),
+        Arg::Text("--predictions"),
+        Arg::Writes(&ppath),
     ])?;
     let text = std::fs::read_to_string(&ppath).map_err(|source| ParityError::Read {
         path: ppath.clone(),
@@ -600,6 +631,8 @@ mod tests {
             .collect()
     }
 
+    /// scikit-learn's side, its answers kept in the machine's cache like the scripts' other
+    /// caches (`${XDG_CACHE_HOME:-~/.cache}/greenpipe`): a warm run fits only our side.
     fn sklearn() -> Sklearn {
         let sk = Sklearn::in_workspace(&root());
         assert!(
@@ -607,7 +640,13 @@ mod tests {
             "{} missing: run scripts/setup.sh (it installs scikit-learn)",
             sk.python.display()
         );
-        sk
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .expect("XDG_CACHE_HOME or HOME for the kept scikit-learn answers");
+        sk.keeping_answers(Answers::in_dir(
+            cache.join("greenpipe/scikit-learn-answers"),
+        ))
     }
 
     /// Per machine, the mean held-out MAPE of `candidate` within `tolerance` points of
