@@ -135,47 +135,73 @@ wait_for helm
 cargo test --workspace --locked --no-run --message-format=json-render-diagnostics \
   >"$bg_logs/artifacts.json"
 step "test build done"
-# Three lanes from here, so that the CPU left idle by tests that wait on real time is used:
-# - the main run, in the foreground: every test binary, two tests at a time (two cores, so
-#   timing-sensitive kernel tests are not starved);
-# - the closed-loop recalibration tests, one at a time beside it (scripts/e2e-filters.sh says
-#   why), from the same end-to-end binary;
+# The doc tests (cargo runs them with the rest; the lanes below run test binaries only).
+cargo_test --workspace --locked --doc
+# Four lanes from here, so that the CPU left idle by tests that wait on real time is used:
+# - the end-to-end binary (tests/), two tests at a time (two cores, so timing-sensitive kernel
+#   tests are not starved);
+# - the closed-loop recalibration tests from the same binary, one at a time beside it
+#   (scripts/e2e-filters.sh says why);
+# - in the foreground, every other test binary: the crates' unit and integration tests, which
+#   took minutes before the end-to-end binary's turn when one cargo test ran them all in a row;
 # - at the lowest priority, the pure computation: the scikit-learn parity tests (minutes of it,
 #   no clock in them), then the ARM unit tests under qemu-user once their cross builds are done.
 # A second cargo would wait for the first's lock on the target directory, so the lanes run the
-# test binaries cargo test built above, through the same runner.
+# binaries cargo test built above, through the same runner, each from its package's directory
+# as cargo test does.
 source scripts/e2e-filters.sh
-# The test binary of the target named $2 of the package in directory $1.
-test_binary() {
-  python3 -c '
+# Every test binary of the build: package directory, target source, executable, target name.
+python3 -c '
 import json, os, sys
-manifest = os.path.abspath(os.path.join(sys.argv[2], "Cargo.toml"))
 for line in open(sys.argv[1]):
     m = json.loads(line)
-    if (m.get("reason") == "compiler-artifact" and m["manifest_path"] == manifest
-            and m["target"]["name"] == sys.argv[3] and m["profile"]["test"]
-            and m.get("executable")):
-        print(m["executable"])' "$bg_logs/artifacts.json" "$1" "$2"
+    if m.get("reason") == "compiler-artifact" and m["profile"]["test"] and m.get("executable"):
+        d = os.path.dirname(m["manifest_path"])
+        src = os.path.relpath(m["target"]["src_path"], d)
+        print("\t".join([d, src, m["executable"], m["target"]["name"]]))' \
+  "$bg_logs/artifacts.json" | sort >"$bg_logs/binaries.tsv"
+# The executable of target $2 of the package in directory $1.
+binary_of() {
+  awk -F'\t' -v dir="$PWD/$1" -v name="$2" '$1 == dir && $4 == name { print $3 }' \
+    "$bg_logs/binaries.tsv"
 }
-parity_binary=$(test_binary offline greenpipe_offline)
-e2e_binary=$(test_binary tests integration)
+parity_binary=$(binary_of offline greenpipe_offline)
+e2e_binary=$(binary_of tests integration)
 for b in parity_binary e2e_binary; do
   [[ -n "${!b}" ]] || { echo "test: $b not among the test build's artifacts" >&2; exit 1; }
 done
 runner="$CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER"
+skip_closed_loop=()
+for t in "${closed_loop_e2e[@]}"; do skip_closed_loop+=(--skip "$t"); done
+beside e2e env -C tests "$runner" "$e2e_binary" --test-threads=2 "${skip_closed_loop[@]}"
 beside closed-loop env -C tests "$runner" "$e2e_binary" --test-threads=1 "${closed_loop_e2e[@]}"
 background computation sh -c '
   status=0
   "$1" "$2" --test-threads=2 parity::tests:: || status=1
   scripts/test-arm.sh --unit-only || status=1
   exit $status' computation "$runner" "$parity_binary"
-skip_closed_loop=()
-for t in "${closed_loop_e2e[@]}"; do skip_closed_loop+=(--skip "$t"); done
-cargo_test --workspace --locked --no-fail-fast -- --test-threads=2 --skip parity::tests:: \
-  "${skip_closed_loop[@]}"
-step "workspace tests done"
-wait_for closed-loop
-cat "$bg_logs/closed-loop.log" >>"$test_log"
+# Every binary but the end-to-end one, with cargo test's "Running" lines (the log's readers
+# use them), on through failures as with --no-fail-fast.
+crate_tests() {
+  local status=0 dir src exe name
+  while IFS=$'\t' read -r dir src exe name; do
+    [[ "$exe" == "$e2e_binary" ]] && continue
+    echo "     Running $src ($exe)"
+    (cd "$dir" && "$runner" "$exe" "$@") || status=1
+  done <"$bg_logs/binaries.tsv"
+  return "$status"
+}
+crate_tests_failed=0
+crate_tests --test-threads=2 --skip parity::tests:: 2>&1 | tee -a "$test_log" || crate_tests_failed=1
+step "crate tests done"
+for lane in e2e closed-loop; do
+  wait_for "$lane"
+  { echo "     Running tests/main.rs ($e2e_binary) [$lane]"; cat "$bg_logs/$lane.log"; } >>"$test_log"
+done
+if ((crate_tests_failed)); then
+  echo "test: a crate's tests failed (above)" >&2
+  exit 1
+fi
 # The ignored tests that need the Go servers and the aarch64 cross builds, together: the backend
 # tests wait on their servers while the ARM ones compute under qemu.
 wait_for backends
