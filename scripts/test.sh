@@ -137,7 +137,7 @@ step "clippy done"
 background arm-build scripts/test-arm.sh --build-only
 # The workload without tract, as the quick start builds it (ONNX Runtime and LiteRT only): its
 # feature set rebuilds most dependencies (5 min here, cold), so it builds in its target directory
-# (above), in the background at the lowest priority like the Go builds, and is waited for at the end.
+# (above), in the background at the lowest priority like the Go builds, and is waited for before the whole-host tests.
 background no-tract env CARGO_TARGET_DIR="$no_tract_target_dir" sh -c '
   cargo clippy -p greenpipe-workload --no-default-features --all-targets --locked -- -D warnings &&
   cargo test -p greenpipe-workload --no-default-features --locked --lib -- model::'
@@ -230,9 +230,11 @@ GREENPIPE_ARM_TARGET_DIR="${GREENPIPE_ARM_TARGET_DIR:-$cache/arm-target}" cargo_
 step "ARM and backend end-to-end tests done"
 wait_for computation
 cat "$bg_logs/computation.log" >>"$test_log"
+# The no-tract build runs at full priority since the test build: done before the whole host is
+# read.
+wait_for no-tract
 # The tests that read the whole host, ignored in the runs above: alone, one at a time.
 cargo_test --workspace --locked --no-fail-fast --test integration -- --ignored --test-threads=1 \
   "${whole_host_e2e[@]}"
 step "whole-host tests done"
-wait_for no-tract
 slowest
