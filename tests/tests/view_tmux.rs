@@ -23,8 +23,10 @@ const PODS: [&str; 7] = [
 struct Tmux(String);
 
 impl Tmux {
-    fn new() -> Tmux {
-        Tmux(format!("greenpipe-view-{}", std::process::id()))
+    /// One server per screen size: a server whose last session was killed exits, and a
+    /// `new-session` that reaches it while it exits fails with "server exited unexpectedly".
+    fn new(size: &str) -> Tmux {
+        Tmux(format!("greenpipe-view-{}-{size}", std::process::id()))
     }
 
     fn run(&self, args: &[&str]) -> String {
@@ -115,9 +117,9 @@ fn every_demo_container_is_on_screen_at_140_by_40_and_at_80_by_24() {
     for name in &pod_names {
         command.push_str(&format!(" --pod-name {}", shell_quote(name)));
     }
-    let tmux = Tmux::new();
     for (columns, rows) in [(140, 40), (80, 24)] {
         let session = format!("view-{columns}x{rows}");
+        let tmux = Tmux::new(&session);
         tmux.run(&[
             "new-session",
             "-d",
@@ -159,6 +161,5 @@ fn every_demo_container_is_on_screen_at_140_by_40_and_at_80_by_24() {
         sorted.insert(0, "system");
         assert_eq!(order, sorted, "{columns}x{rows}:\n{screen}");
         eprintln!("{columns}x{rows}:\n{screen}");
-        tmux.run(&["kill-session", "-t", &session]);
     }
 }
