@@ -71,15 +71,26 @@ static __always_inline struct cgroup_counters *process_counters_of(__u32 tgid)
 	return entry_of(&process_counters, &tgid);
 }
 
+/* Whether `task` is a thread of a process whose last thread is exiting: signal->live has
+ * dropped to 0, and on_process_exit has deleted (or is about to delete) the process's entry.
+ * Its PF_EXITING flag is tested first so the signal struct is read only for exiting threads. */
+static __always_inline bool process_exiting(struct task_struct *task)
+{
+	return (task->flags & PF_EXITING) && !task->signal->live.counter;
+}
+
 /* Adds `value` to `field` of the current task's cgroup, and of its process when per-process
- * accounting is on. */
+ * accounting is on. Not to the process of a task past its exit: what the kernel still does
+ * for it after on_process_exit would recreate the entry. On the 6.18 kernel the tracepoint
+ * fires before BSD process accounting writes the exit record, and the page-cache page each
+ * 64 records start left one entry of an exited process behind. */
 #define COUNT_CURRENT(field, value)                                                           \
 	do {                                                                                  \
 		__u64 v_ = (value);                                                           \
 		struct cgroup_counters *c_ = counters_of(bpf_get_current_cgroup_id());       \
 		if (c_)                                                                       \
 			c_->field += v_;                                                      \
-		if (per_process) {                                                            \
+		if (per_process && !process_exiting(bpf_get_current_task_btf())) {           \
 			c_ = process_counters_of(bpf_get_current_pid_tgid() >> 32);           \
 			if (c_)                                                               \
 				c_->field += v_;                                              \
@@ -108,11 +119,9 @@ static __always_inline void hold_process_slice(struct running_slice *slice,
 					       struct task_struct *prev, __u64 ran)
 {
 	__u64 tgid = slice->tgid;
-	/* A thread of a process whose last thread is exiting (signal->live dropped to 0 before
-	 * on_process_exit deleted the entry): holding its time would recreate the entry. The
-	 * task's own PF_EXITING flag (hot: the scheduler just used the task) is tested first so the
-	 * signal struct, a likely cache miss, is read only for exiting threads. */
-	if ((prev->flags & PF_EXITING) && !prev->signal->live.counter) {
+	/* A thread of a process whose last thread is exiting: holding its time would recreate
+	 * the entry on_process_exit deletes. */
+	if (process_exiting(prev)) {
 		if (slice->pending_tgid == tgid)
 			slice->pending_process_ns = 0;
 		if (slice->pending_tgid_older == tgid)
