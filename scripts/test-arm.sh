@@ -14,7 +14,8 @@
 #    the host; grown emulated in a debug build they took over 15 minutes).
 #    Every aarch64 build is one package selection, so the dependencies are compiled for one
 #    feature set; the exporter's and the workload's integration binaries are built in it too (the
-#    workload binary for step 2 as the test build builds it: tract compiled once).
+#    workload binary for step 2 as the test build builds it: tract compiled once). None of the
+#    selection depends on the x86-64 harness (greenpipe-tests), so it is not cross-built.
 # 2. with aarch64: the x86-64 test crate's ignored arm_* tests on those aarch64 binaries:
 #      arm_exporter_qemu_user  under qemu-user next to the x86-64 exporter, a pod-shaped cgroup
 #      arm_workload_qemu_user  every model in f32 and int8 on tract, logits against x86-64's

@@ -2,7 +2,7 @@
 //! `tests/data/`, so the suite needs nothing outside the repository): intensity written by remote
 //! write into a real Prometheus, the placement dry run, and the queries.
 
-use greenpipe_tests::{workspace_binary, workspace_root, Prometheus};
+use greenpipe_tests::{workspace_root, Prometheus};
 use std::process::Command;
 
 const AT: &str = "2022-06-01T12:00:00Z";
@@ -17,7 +17,8 @@ fn series(zone: &str) -> String {
 }
 
 fn carbon(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(workspace_binary("greenpipe-carbon"))
+    // Built by cargo test for this package's tests: no cargo build from inside the test.
+    let out = Command::new(env!("CARGO_BIN_EXE_greenpipe-carbon"))
         .args(args)
         .output()
         .unwrap();

@@ -17,10 +17,9 @@ pub mod pki;
 pub mod prometheus3;
 pub mod scrape;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::bail;
 
@@ -29,37 +28,7 @@ pub mod grafana;
 pub mod static_target;
 
 pub use daemon::Guard;
-
-/// A free TCP port on 127.0.0.1 for a child process to listen on.
-///
-/// Not from the kernel's ephemeral range (`ip_local_port_range`): a port found by binding port 0
-/// and released is free for the next outgoing connection too, and with Prometheus scraping every
-/// second and the tests polling, one took an exporter's port between its release and the
-/// exporter's bind (CI: "Address already in use"). Ports below the range are only ever used by
-/// whoever binds them by number; a counter keeps this process from handing one out twice, and a
-/// start that depends on the process id keeps two test processes apart.
-pub fn free_port() -> u16 {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
-        .unwrap_or(32768);
-    let low = ephemeral_low.saturating_sub(12_000).max(1024);
-    let span = ephemeral_low.saturating_sub(low);
-    assert!(
-        span >= 1000,
-        "ip_local_port_range starts at {ephemeral_low}: no room for test ports below it"
-    );
-    let start = std::process::id().wrapping_mul(7919) % span;
-    for _ in 0..span {
-        let i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let port = (low + (start + i) % span) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free loopback port in {low}..{ephemeral_low}");
-}
+pub use greenpipe_test_support::{free_port, wait_for};
 
 /// Sum of the series of `name` on the `/metrics` page at `url` whose label text contains
 /// `labels` (0 when absent or unreachable).
@@ -74,20 +43,6 @@ pub fn self_metric(url: &str, name: &str, labels: &str) -> f64 {
         .sum()
 }
 
-/// Polls `f` every 100 ms until it returns `Some` or `timeout` passes.
-pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Path of a binary built by this workspace (`greenpipe-exporter`, `greenpipe-estimator`),
 /// building it first if needed so `cargo test -p greenpipe-tests` works on its own.
 pub fn workspace_binary(name: &str) -> PathBuf {
@@ -95,7 +50,15 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    let path = target.join("debug").join(name);
+    // One build builds every binary, so a test process builds once: each no-op cargo build
+    // checks the whole workspace's fingerprints and waits for the build directory's lock, which
+    // the test lanes running beside each other contend for.
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| build_workspace_binaries(&root));
+    target.join("debug").join(name)
+}
+
+fn build_workspace_binaries(root: &Path) {
     let mut build = Command::new(env!("CARGO"));
     // The test process carries the variables cargo sets for the test crate (CARGO_PKG_NAME,
     // CARGO_MANIFEST_DIR, ...). Build scripts that watch them (ring via cc) would see a changed
@@ -127,11 +90,13 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     // and the tract stack under it (4 min, and a second copy on disk).
     let status = build
         .args(["build", "--quiet", "--workspace", "--bins", "--tests"])
-        .current_dir(&root)
+        .current_dir(root)
         .status()
         .expect("running cargo build");
-    assert!(status.success(), "cargo build (for {name}) failed");
-    path
+    assert!(
+        status.success(),
+        "cargo build of the workspace's binaries failed"
+    );
 }
 
 /// Like [`workspace_binary`], unless `GREENPIPE_TEST_BIN_DIR` names a directory of prebuilt

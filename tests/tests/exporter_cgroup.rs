@@ -15,7 +15,7 @@ use greenpipe_tests::scrape::{fetch, fresh, sample, samples};
 use greenpipe_tests::{start_exporter, wait_for};
 
 /// The cgroup-sourced CPU seconds of a container (the eBPF collector adds `source="bpf"`).
-fn container_cpu(text: &str, id: &str) -> Option<f64> {
+pub(crate) fn container_cpu(text: &str, id: &str) -> Option<f64> {
     sample(
         text,
         container::CPU_SECONDS_TOTAL,

@@ -37,3 +37,4 @@ mod recalibration;
 mod remote_write_v2;
 mod view_tmux;
 mod web_tls;
+mod workload_cgroup;

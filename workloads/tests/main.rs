@@ -8,4 +8,3 @@ mod engines;
 mod models;
 mod oip_wire;
 mod served;
-mod workload_cgroup;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_greenpipe-workload");
 
-pub use greenpipe_tests::free_port;
+pub use greenpipe_test_support::free_port;
 
 /// A child process killed on drop.
 pub struct Proc {

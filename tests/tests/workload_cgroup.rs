@@ -8,10 +8,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use greenpipe_common::names::{container, exporter, label, source};
-use greenpipe_tests::cgroup::{container_id, unified_root, TestCgroup};
+use crate::exporter_cgroup::container_cpu;
+use greenpipe_common::names::{container, exporter};
+use greenpipe_tests::cgroup::{container_id, unified_root, usage_seconds, TestCgroup};
 use greenpipe_tests::scrape::{fetch, sample};
-use greenpipe_tests::{free_port, start_exporter, wait_for, Guard};
+use greenpipe_tests::{free_port, start_exporter, wait_for, workspace_binary, Guard};
 
 const POD_UID: &str = "4f3e2d1c-0b0a-4987-8654-3210fedcba98";
 
@@ -20,24 +21,6 @@ fn unix_now() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
-}
-
-fn usage_seconds(dir: &Path) -> f64 {
-    let text = std::fs::read_to_string(dir.join("cpu.stat")).expect("reading cpu.stat");
-    let usec: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("usage_usec "))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("usage_usec in cpu.stat");
-    usec as f64 / 1e6
-}
-
-fn container_cpu(text: &str, id: &str) -> Option<f64> {
-    sample(
-        text,
-        container::CPU_SECONDS_TOTAL,
-        &[(label::CONTAINER_ID, id), (label::SOURCE, source::CGROUP)],
-    )
 }
 
 /// A page collected after this call (two collection cycles later).
@@ -78,18 +61,17 @@ fn in_cgroup(dir: &Path, bin: &Path, args: &[&str]) -> Guard {
 #[test]
 fn workload_in_a_pod_cgroup_is_seen_by_the_exporter_and_logged() {
     let root = unified_root().expect("a cgroup v2 hierarchy (Debian 12 mounts one)");
+    // A parent of its own: the other cgroup tests of this binary run in the same process.
     let mut cg = TestCgroup::create(
         vec![root],
-        &format!("greenpipe-test-{}", std::process::id()),
+        &format!("greenpipe-workload-{}", std::process::id()),
     )
     .expect("creating the test cgroup (tests run as root)");
     let id = container_id(7);
     let rel = cg.add_pod_container(POD_UID, &id).unwrap();
     let dir = cg.dir(&rel);
 
-    // The binary cargo built for this test, with this build's features (building it again
-    // through `cargo build` would resolve features differently and rebuild the tract stack).
-    let workload = std::path::PathBuf::from(env!("CARGO_BIN_EXE_greenpipe-workload"));
+    let workload = workspace_binary("greenpipe-workload");
     let (_exporter, url) = start_exporter("workload-test", &[]);
     let before = wait_for(Duration::from_secs(30), || {
         container_cpu(&fetch(&url).ok()?, &id)
