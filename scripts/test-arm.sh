@@ -43,6 +43,11 @@ read -ra targets <<<"${ARM_TARGETS:-aarch64-unknown-linux-gnu armv7-unknown-linu
 scripts/setup.sh --cross "${targets[@]}"
 arm_target_dir="${GREENPIPE_ARM_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/greenpipe/arm-target}"
 export CARGO_INCREMENTAL=0 GREENPIPE_BUILD_BPF=1
+# shellcheck source=scripts/claim-target-dirs.sh
+source scripts/claim-target-dirs.sh
+# The host directory too when one is shared (step 2 builds there); scripts/test.sh has claimed
+# both already.
+claim_target_dirs "$arm_target_dir" ${CARGO_TARGET_DIR:+"$CARGO_TARGET_DIR"}
 # A subshell: Debian's toolchain (cross-env.sh) must not leak into step 2's x86-64 build.
 (
   # shellcheck source=scripts/cross-env.sh

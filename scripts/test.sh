@@ -30,6 +30,11 @@ export GREENPIPE_BUILD_BPF=1   # build the real BPF objects, never the editor st
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/greenpipe"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/host-target}"
 no_tract_target_dir="${GREENPIPE_NO_TRACT_TARGET_DIR:-$cache/host-target-no-tract}"
+# Every shared target directory this run builds into, claimed before the first build (a touch
+# while a build runs would make cargo rebuild what it just built).
+source scripts/claim-target-dirs.sh
+claim_target_dirs "$CARGO_TARGET_DIR" "$no_tract_target_dir" \
+  "${GREENPIPE_ARM_TARGET_DIR:-$cache/arm-target}"
 # The workload's C++ engines, installed by setup.sh (their tests fail without them).
 export GREENPIPE_ONNXRUNTIME_LIB="${GREENPIPE_ONNXRUNTIME_LIB:-$PWD/.venv/engines/libonnxruntime.so}"
 export GREENPIPE_LITERT_LIB="${GREENPIPE_LITERT_LIB:-$PWD/.venv/engines/libLiteRt.so}"
