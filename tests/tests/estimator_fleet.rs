@@ -378,16 +378,31 @@ fn shard_replicas_read_only_their_nodes_and_together_write_what_one_replica_writ
         replicas.push((*name, proxy, recorder, guard));
     }
 
-    // Enough ticks everywhere, with every node estimated by the single replica.
+    // Enough ticks everywhere, and enough of them after the single replica had estimated every
+    // node: the range compared below is common to all replicas, so it must reach past that time.
+    // (Replicas can tick many times before the exporters' second scrapes give every node a rate;
+    // counting ticks alone once let the range end before three of four nodes were estimated.)
     wait_for(Duration::from_secs(120), || {
-        let enough = replicas.iter().all(|(_, _, r, _)| r.ticks().len() >= 15);
         let single = replicas[0].2.snapshot();
-        let estimated: BTreeSet<&str> = single
+        let mut first_estimate: BTreeMap<&str, i64> = BTreeMap::new();
+        for (l, t, _) in single
             .iter()
             .filter(|(l, _, _)| l["__name__"] == estimate::NODE_POWER_WATTS)
-            .map(|(l, _, _)| l["node"].as_str())
-            .collect();
-        (enough && estimated.len() == names.len()).then_some(())
+        {
+            let first = first_estimate.entry(l["node"].as_str()).or_insert(*t);
+            *first = (*first).min(*t);
+        }
+        if first_estimate.len() < names.len() {
+            return None;
+        }
+        let every_node_since = *first_estimate.values().max()?;
+        replicas
+            .iter()
+            .all(|(_, _, r, _)| {
+                let ticks = r.ticks();
+                ticks.len() >= 15 && ticks.iter().filter(|t| **t >= every_node_since).count() >= 8
+            })
+            .then_some(())
     })
     .unwrap_or_else(|| {
         let ticks: Vec<(&str, usize)> = replicas
