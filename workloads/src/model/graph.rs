@@ -30,8 +30,7 @@ use super::onnx::{
     ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
     ValueInfoProto,
 };
-use rand::SeedableRng;
-use rand_distr::{Distribution, Normal};
+use greenpipe_workload_numeric::{f32_le_bytes, quantize_i32_le, quantize_i8_symmetric, Draws};
 
 /// ONNX opset the graphs are written against (Clip with tensor bounds needs 11+).
 const OPSET: i64 = 13;
@@ -132,7 +131,7 @@ pub struct GraphBuilder {
     nodes: Vec<NodeProto>,
     initializers: Vec<TensorProto>,
     outputs: Vec<ValueInfoProto>,
-    rng: rand::rngs::ChaCha8Rng,
+    draws: Draws,
     mode: Mode,
     next_name: usize,
     next_layer: usize,
@@ -150,7 +149,7 @@ impl GraphBuilder {
             nodes: Vec::new(),
             initializers: Vec::new(),
             outputs: Vec::new(),
-            rng: rand::rngs::ChaCha8Rng::seed_from_u64(seed),
+            draws: Draws::seeded(seed),
             mode,
             next_name: 0,
             next_layer: 0,
@@ -216,13 +215,11 @@ impl GraphBuilder {
     }
 
     fn constant_f32(&mut self, what: &str, dims: &[i64], values: &[f32]) -> String {
-        let raw = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        self.constant(what, dims, DataType::Float, raw)
+        self.constant(what, dims, DataType::Float, f32_le_bytes(values))
     }
 
     fn random(&mut self, n: usize, std: f32) -> Vec<f32> {
-        let normal = Normal::new(0.0f32, std).expect("finite positive std");
-        (0..n).map(|_| normal.sample(&mut self.rng)).collect()
+        self.draws.normal(n, std)
     }
 
     /// Convolution (BatchNorm folded) with `groups` groups, "same" padding.
@@ -366,15 +363,7 @@ impl GraphBuilder {
     }
 
     fn weights_i8(&mut self, dims: &[i64], w: &[f32]) -> (String, String, String, f32) {
-        let max = w
-            .iter()
-            .fold(0.0f32, |m, v| m.max(v.abs()))
-            .max(f32::MIN_POSITIVE);
-        let scale = max / 127.0;
-        let raw = w
-            .iter()
-            .map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8 as u8)
-            .collect();
+        let (raw, scale) = quantize_i8_symmetric(w);
         let q = self.constant("wq", dims, DataType::Int8, raw);
         let s = self.constant_f32("wscale", &[], &[scale]);
         let z = self.constant("wzero", &[], DataType::Int8, vec![0]);
@@ -382,10 +371,7 @@ impl GraphBuilder {
     }
 
     fn bias_i32(&mut self, b: &[f32], scale: f32) -> String {
-        let raw = b
-            .iter()
-            .flat_map(|v| ((v / scale).round() as i32).to_le_bytes())
-            .collect();
+        let raw = quantize_i32_le(b, scale);
         self.constant("bq", &[b.len() as i64], DataType::Int32, raw)
     }
 

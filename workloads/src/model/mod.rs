@@ -289,13 +289,6 @@ impl Engine {
     }
 }
 
-/// (min, max) of a tensor's values.
-fn min_max(values: impl Iterator<Item = f32>) -> (f32, f32) {
-    values.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| {
-        (lo.min(x), hi.max(x))
-    })
-}
-
 /// The ONNX graph of `spec` in `mode`, and what it probes (probe mode).
 pub fn proto_for(spec: &ModelSpec, mode: Mode) -> (onnx::ModelProto, graph::Probes) {
     let mut g = GraphBuilder::new(spec.seed, mode);

@@ -10,7 +10,9 @@ use ort::value::TensorRef;
 use prost::Message;
 
 use super::graph::{Calibration, Mode};
-use super::{min_max, proto_for, EngineKind, InferenceEngine, Libraries, Library};
+use greenpipe_workload_numeric::min_max;
+
+use super::{proto_for, EngineKind, InferenceEngine, Libraries, Library};
 use super::{ModelError, ModelSpec, Network, Precision};
 
 /// The ONNX Runtime engine.
@@ -175,7 +177,7 @@ pub fn calibrate(
             let (_, v) = outputs[name.as_str()]
                 .try_extract_tensor::<f32>()
                 .map_err(failed("reading a calibration range"))?;
-            Ok(min_max(v.iter().copied()))
+            Ok(min_max(v))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let cal = Calibration::from_ranges(&probes, &ranges);

@@ -23,9 +23,9 @@ use prost::Message as _;
 
 #[cfg(feature = "tract")]
 use super::graph::{Calibration, Mode};
-#[cfg(feature = "tract")]
-use super::min_max;
 use super::{InferenceEngine, Libraries, ModelError, ModelSpec, Network, Precision};
+#[cfg(feature = "tract")]
+use greenpipe_workload_numeric::min_max;
 
 /// The tract engine.
 pub struct TractEngine;
@@ -246,7 +246,10 @@ pub fn calibrate(spec: &ModelSpec, batch: &[f32]) -> Result<Calibration, ModelEr
             let v = t
                 .to_plain_array_view::<f32>()
                 .step("reading a calibration range")?;
-            Ok(min_max(v.iter().copied()))
+            let v = v.as_standard_layout();
+            Ok(min_max(
+                v.as_slice().expect("a standard layout is contiguous"),
+            ))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let cal = Calibration::from_ranges(&probes, &ranges);

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use rand::{RngExt, SeedableRng};
+use greenpipe_workload_numeric::{f32_le_bytes, Draws};
 use tract_onnx::prelude::*;
 
 use super::super::deepbench::{self, Conv, Gemm};
@@ -60,13 +60,11 @@ fn raw_tensor(name: &str, dims: &[i64], dt: DataType, raw: Vec<u8>) -> TensorPro
     }
 }
 
-fn random_bytes(rng: &mut rand::rngs::ChaCha8Rng, n: usize, int8: bool) -> Vec<u8> {
+fn random_bytes(draws: &mut Draws, n: usize, int8: bool) -> Vec<u8> {
     if int8 {
-        (0..n).map(|_| rng.random_range(-64i8..64) as u8).collect()
+        draws.uniform_i8_bytes(n, -64..64)
     } else {
-        (0..n)
-            .flat_map(|_| rng.random_range(-1.0f32..1.0).to_le_bytes())
-            .collect()
+        f32_le_bytes(&draws.uniform_f32(n, -1.0..1.0))
     }
 }
 
@@ -120,27 +118,17 @@ fn node(op: &str, inputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
     }
 }
 
-fn input_tensor(
-    rng: &mut rand::rngs::ChaCha8Rng,
-    shape: &[usize],
-    int8: bool,
-) -> Result<TValue, ModelError> {
+fn input_tensor(draws: &mut Draws, shape: &[usize], int8: bool) -> Result<TValue, ModelError> {
     let n: usize = shape.iter().product();
     let tensor = if int8 {
-        let v: Vec<u8> = (0..n).map(|_| rng.random_range(96u8..160)).collect();
-        Tensor::from_shape(shape, &v)
+        Tensor::from_shape(shape, &draws.uniform_u8(n, 96..160))
     } else {
-        let v: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-        Tensor::from_shape(shape, &v)
+        Tensor::from_shape(shape, &draws.uniform_f32(n, -1.0..1.0))
     };
     Ok(tensor.step("shaping the input")?.into())
 }
 
-fn gemm_problem(
-    p: &Gemm,
-    int8: bool,
-    rng: &mut rand::rngs::ChaCha8Rng,
-) -> Result<Problem, BenchError> {
+fn gemm_problem(p: &Gemm, int8: bool, draws: &mut Draws) -> Result<Problem, BenchError> {
     let name = format!("GEMM {p:?}");
     let (m, n, k) = (p.m as i64, p.n as i64, p.k as i64);
     let bdt = if int8 {
@@ -148,7 +136,7 @@ fn gemm_problem(
     } else {
         DataType::Float
     };
-    let b = raw_tensor("b", &[k, n], bdt, random_bytes(rng, p.k * p.n, int8));
+    let b = raw_tensor("b", &[k, n], bdt, random_bytes(draws, p.k * p.n, int8));
     let proto = if int8 {
         let mut inits = qparams(p.k);
         inits.push(b);
@@ -172,17 +160,13 @@ fn gemm_problem(
     };
     Ok(Problem {
         plan: plan(&proto).map_err(kernel_error(&name))?,
-        input: input_tensor(rng, &[p.m, p.k], int8).map_err(kernel_error(&name))?,
+        input: input_tensor(draws, &[p.m, p.k], int8).map_err(kernel_error(&name))?,
         flops: p.flops(),
         name,
     })
 }
 
-fn conv_problem(
-    p: &Conv,
-    int8: bool,
-    rng: &mut rand::rngs::ChaCha8Rng,
-) -> Result<Problem, BenchError> {
+fn conv_problem(p: &Conv, int8: bool, draws: &mut Draws) -> Result<Problem, BenchError> {
     let name = format!("convolution {p:?}");
     let wdt = if int8 {
         DataType::Int8
@@ -194,7 +178,7 @@ fn conv_problem(
         "w",
         &w_dims,
         wdt,
-        random_bytes(rng, p.k * p.c * p.r * p.s, int8),
+        random_bytes(draws, p.k * p.c * p.r * p.s, int8),
     );
     let attrs = vec![
         ints("kernel_shape", &[p.r as i64, p.s as i64]),
@@ -234,7 +218,7 @@ fn conv_problem(
     };
     Ok(Problem {
         plan: plan(&proto).map_err(kernel_error(&name))?,
-        input: input_tensor(rng, &[p.n, p.c, p.h, p.w], int8).map_err(kernel_error(&name))?,
+        input: input_tensor(draws, &[p.n, p.c, p.h, p.w], int8).map_err(kernel_error(&name))?,
         flops: p.flops(),
         name,
     })
@@ -265,14 +249,14 @@ pub(super) fn gemm(env: &Env, int8: bool) -> Result<Prepared, BenchError> {
         Set::Device => &deepbench::GEMM_DEVICE,
         Set::Server => &deepbench::GEMM_SERVER,
     };
-    let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(env.seed);
+    let mut draws = Draws::seeded(env.seed);
     let (mut problems, mut skipped) = (Vec::new(), Vec::new());
     for p in table {
         if p.bytes_f32() > env.kernel_max_bytes {
             skipped.push(serde_json::json!([p.m, p.n, p.k]));
             continue;
         }
-        problems.push(gemm_problem(p, int8, &mut rng)?);
+        problems.push(gemm_problem(p, int8, &mut draws)?);
     }
     if problems.is_empty() {
         return Err(BenchError::TooLarge {
@@ -299,14 +283,14 @@ pub(super) fn conv(env: &Env, int8: bool) -> Result<Prepared, BenchError> {
         Set::Device => &deepbench::CONV_DEVICE,
         Set::Server => &deepbench::CONV_SERVER,
     };
-    let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(env.seed);
+    let mut draws = Draws::seeded(env.seed);
     let (mut problems, mut skipped) = (Vec::new(), Vec::new());
     for p in table {
         if p.bytes_f32() > env.kernel_max_bytes {
             skipped.push(serde_json::json!([p.w, p.h, p.c, p.n, p.k, p.s, p.r]));
             continue;
         }
-        problems.push(conv_problem(p, int8, &mut rng)?);
+        problems.push(conv_problem(p, int8, &mut draws)?);
     }
     if problems.is_empty() {
         return Err(BenchError::TooLarge {
