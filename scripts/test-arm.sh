@@ -27,8 +27,8 @@
 #   ARM_TARGETS=aarch64-unknown-linux-gnu scripts/test-arm.sh
 #   scripts/test-arm.sh --build-only            # step 1's cross builds only, nothing run
 #                                               # (scripts/test.sh builds them in the background)
-#   scripts/test-arm.sh --unit-only             # step 1 only (scripts/test.sh runs it beside
-#                                               # the x86-64 tests, step 2 with the backend tests)
+#   scripts/test-arm.sh --unit-only             # step 1 only (scripts/test.sh runs it, then
+#                                               # step 2's tests, beside the x86-64 tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 no_run=() done_what="built and tested under qemu-user" e2e=1

@@ -33,8 +33,10 @@ no_tract_target_dir="${GREENPIPE_NO_TRACT_TARGET_DIR:-$cache/host-target-no-trac
 # Every shared target directory this run builds into, claimed before the first build (a touch
 # while a build runs would make cargo rebuild what it just built).
 source scripts/claim-target-dirs.sh
-claim_target_dirs "$CARGO_TARGET_DIR" "$no_tract_target_dir" \
-  "${GREENPIPE_ARM_TARGET_DIR:-$cache/arm-target}"
+# The ARM cross builds' directory (scripts/test-arm.sh builds there; the arm_* end-to-end tests
+# run the aarch64 binaries from there).
+export GREENPIPE_ARM_TARGET_DIR="${GREENPIPE_ARM_TARGET_DIR:-$cache/arm-target}"
+claim_target_dirs "$CARGO_TARGET_DIR" "$no_tract_target_dir" "$GREENPIPE_ARM_TARGET_DIR"
 # The workload's C++ engines, installed by setup.sh (their tests fail without them).
 export GREENPIPE_ONNXRUNTIME_LIB="${GREENPIPE_ONNXRUNTIME_LIB:-$PWD/.venv/engines/libonnxruntime.so}"
 export GREENPIPE_LITERT_LIB="${GREENPIPE_LITERT_LIB:-$PWD/.venv/engines/libLiteRt.so}"
@@ -167,8 +169,12 @@ cargo_test --workspace --locked --doc
 #   (scripts/e2e-filters.sh says why);
 # - in the foreground, every other test binary: the crates' unit and integration tests, which
 #   took minutes before the end-to-end binary's turn when one cargo test ran them all in a row;
-# - the pure computation: the scikit-learn parity tests (minutes of it, no clock in them), then
-#   the ARM unit tests under qemu-user once their cross builds are done.
+# - the pure computation: the scikit-learn parity tests (minutes of it, no clock in them), then,
+#   once their cross builds are done, the ARM unit tests under qemu-user and the end-to-end
+#   tests on the aarch64 binaries (qemu-user and the arm64 VM).
+# The backend end-to-end tests run in the foreground after the crate tests, once the Go servers
+# are built. Before, the ARM and backend tests ran after every lane was done, and the run waited
+# on them: their 2 min 13 s came after the end-to-end lanes (2026-12-07, 19619fa).
 # A second cargo would wait for the first's lock on the target directory, so the lanes run the
 # binaries cargo test built above, through the same runner, each from its package's directory
 # as cargo test does.
@@ -199,10 +205,14 @@ for t in "${closed_loop_e2e[@]}"; do skip_closed_loop+=(--skip "$t"); done
 beside e2e env -C tests "$runner" "$e2e_binary" --test-threads=2 "${skip_closed_loop[@]}"
 beside closed-loop env -C tests "$runner" "$e2e_binary" --test-threads=1 "${closed_loop_e2e[@]}"
 beside computation sh -c '
+  runner=$1 parity=$2 e2e=$3
+  shift 3
   status=0
-  "$1" "$2" --test-threads=2 parity::tests:: || status=1
+  "$runner" "$parity" --test-threads=2 parity::tests:: || status=1
   scripts/test-arm.sh --unit-only || status=1
-  exit $status' computation "$runner" "$parity_binary"
+  echo "     Running tests/main.rs ($e2e) [arm]"
+  env -C tests "$runner" "$e2e" --ignored --test-threads=2 "$@" || status=1
+  exit $status' computation "$runner" "$parity_binary" "$e2e_binary" "${arm_e2e[@]}"
 # Every binary but the end-to-end one, with cargo test's "Running" lines (the log's readers
 # use them), on through failures as with --no-fail-fast.
 crate_tests() {
@@ -217,22 +227,21 @@ crate_tests() {
 crate_tests_failed=0
 crate_tests --test-threads=2 --skip parity::tests:: 2>&1 | tee -a "$test_log" || crate_tests_failed=1
 step "crate tests done"
+# The ignored tests that need Prometheus 3, Thanos and Mimir, built from Go source.
+wait_for backends
+echo "     Running tests/main.rs ($e2e_binary) [backends]" | tee -a "$test_log"
+(cd tests && "$runner" "$e2e_binary" --ignored --test-threads=2 "${backend_e2e[@]}") 2>&1 |
+  tee -a "$test_log" || crate_tests_failed=1
+step "backend end-to-end tests done"
 for lane in e2e closed-loop; do
   wait_for "$lane"
   { echo "     Running tests/main.rs ($e2e_binary) [$lane]"; cat "$bg_logs/$lane.log"; } >>"$test_log"
 done
 if ((crate_tests_failed)); then
-  echo "test: a crate's tests failed (above)" >&2
+  echo "test: a crate's or a backend's tests failed (above)" >&2
   exit 1
 fi
-# The ignored tests that need the Go servers and the aarch64 cross builds, together: the backend
-# tests wait on their servers while the ARM ones compute under qemu.
-wait_for backends
 wait_for arm-build
-GREENPIPE_ARM_TARGET_DIR="${GREENPIPE_ARM_TARGET_DIR:-$cache/arm-target}" cargo_test --workspace \
-  --locked --no-fail-fast --test integration -- --ignored --test-threads=2 "${arm_e2e[@]}" \
-  "${backend_e2e[@]}"
-step "ARM and backend end-to-end tests done"
 wait_for computation
 cat "$bg_logs/computation.log" >>"$test_log"
 # The no-tract build runs at full priority since the test build: done before the whole host is
