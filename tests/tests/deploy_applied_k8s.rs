@@ -234,17 +234,21 @@ fn every_kustomization_applies_server_side_with_pod_security_and_least_privilege
         let applied = cp
             .apply(&stream)
             .unwrap_or_else(|e| panic!("{label}: server-side apply refused: {e}"));
-        for o in &objects {
-            let name = o["metadata"]["name"].as_str().unwrap();
-            let kind = o["kind"].as_str().unwrap();
-            let mut args = vec!["get", kind, name, "-o", "name"];
-            let ns = o["metadata"]["namespace"].as_str();
-            if let Some(ns) = ns {
-                args.extend(["-n", ns]);
-            }
-            cp.kubectl_ok(&args)
-                .unwrap_or_else(|e| panic!("{label}: {} not stored: {e}", name_of(o)));
-        }
+        // Every object stored: one `kubectl get` of the whole stream, which fails naming any
+        // object it does not find.
+        let mut get = cp.kubectl();
+        get.args(["get", "-f", "-", "-o", "name"]);
+        let stored = greenpipe_tests::control_plane::run_with_stdin(&mut get, &stream)
+            .unwrap_or_else(|e| panic!("{label}: not every object stored: {e}"));
+        assert_eq!(
+            // `kind.group/name` lines; stderr's warnings, if any, have spaces.
+            stored
+                .lines()
+                .filter(|l| l.contains('/') && !l.contains(' '))
+                .count(),
+            objects.len(),
+            "{label}: stored {stored}"
+        );
 
         for o in objects
             .iter()
@@ -370,6 +374,21 @@ fn check_service_accounts(cp: &ControlPlane, objects: &[Value], label: &str) {
         match name {
             // Prometheus discovers pods of its own namespace, read-only.
             "prometheus" => {
+                // The reviews answer as kubectl's own can-i does, both ways.
+                for (verb, resource) in [("list", "pods"), ("get", "secrets")] {
+                    let out = Command::new("kubectl")
+                        .arg("--kubeconfig")
+                        .arg(&kc)
+                        .args(["auth", "can-i", verb, resource, "-n", ns])
+                        .output()
+                        .unwrap();
+                    let kubectl_says = String::from_utf8_lossy(&out.stdout).trim() == "yes";
+                    assert_eq!(
+                        may(verb, resource, Some(ns)),
+                        kubectl_says,
+                        "{what}: {verb} {resource}: the review and kubectl auth can-i disagree"
+                    );
+                }
                 for verb in ["get", "list", "watch"] {
                     assert!(may(verb, "pods", Some(ns)), "{what} cannot {verb} pods");
                     assert!(
