@@ -1,22 +1,14 @@
 //! The PromQL inside the Grafana dashboards, for the tests that parse and run it.
 
-use std::path::PathBuf;
-
 use serde_json::Value;
 
-use crate::workspace_root;
+use crate::{files_with_extension, workspace_root};
 
 /// Every `expr` of every panel of every dashboard, with the panel title.
 pub fn dashboard_exprs() -> Vec<(String, String)> {
     let mut out = Vec::new();
     let dir = workspace_root().join("dashboards");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    for file in files {
+    for file in files_with_extension(&dir, "json") {
         let dash: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap())
             .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         for panel in dash["panels"].as_array().unwrap() {

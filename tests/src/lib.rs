@@ -122,6 +122,20 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The files of `dir` whose extension is `extension`, sorted by path.
+pub fn files_with_extension(dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| {
+            e.unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+                .path()
+        })
+        .filter(|p| p.extension().is_some_and(|e| e == extension))
+        .collect();
+    files.sort();
+    files
+}
+
 /// Starts `greenpipe-exporter` for `node` on `127.0.0.1:port` with `extra` flags, its stderr
 /// written to `log` (or dropped).
 pub fn spawn_exporter(node: &str, port: u16, extra: &[&str], log: Option<&Path>) -> Guard {

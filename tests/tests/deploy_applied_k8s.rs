@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use greenpipe_tests::control_plane::{run_ok, ControlPlane};
-use greenpipe_tests::{wait_for, workspace_root};
+use greenpipe_tests::{files_with_extension, wait_for, workspace_root};
 use serde_json::{json, Value};
 
 /// The CRDs the overlays' kinds need: the Prometheus Operator's (v0.85.0, from its Go module's
@@ -23,15 +23,7 @@ use serde_json::{json, Value};
 /// cert-manager's (v1.17.1, from its Go module's deploy/crds via
 /// scripts/vendor-cert-manager-crds.sh) for the TLS overlay's Issuers and Certificates.
 fn crd_files() -> Vec<PathBuf> {
-    let dir = workspace_root().join("tests/control-plane/crds");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("tests/control-plane/crds")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    files
+    files_with_extension(&workspace_root().join("tests/control-plane/crds"), "yaml")
 }
 
 /// Every directory under deploy/ with a kustomization file, except Components (which only

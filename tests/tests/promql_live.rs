@@ -23,7 +23,9 @@ use greenpipe_tests::demo_pod::DemoPod;
 use greenpipe_tests::fake_nvml::FakeNvml;
 use greenpipe_tests::grafana::{dashboard_exprs, substitute_variables};
 use greenpipe_tests::static_target::StaticTarget;
-use greenpipe_tests::{free_port, test_binary, wait_for, workspace_root, Guard, Prometheus};
+use greenpipe_tests::{
+    files_with_extension, free_port, test_binary, wait_for, workspace_root, Guard, Prometheus,
+};
 use serde_json::Value;
 
 const NODE: &str = "e2e-node";
@@ -58,12 +60,7 @@ fn kube_state_metrics(pods: &[(&DemoPod, &str)]) -> String {
 /// load, 2026-12-07).
 fn rules_evaluated_every_5s(dir: &Path) -> PathBuf {
     let shipped = workspace_root().join("deploy/prometheus/rules");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&shipped)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yml"))
-        .collect();
-    files.sort();
+    let files = files_with_extension(&shipped, "yml");
     let out = dir.join("rules");
     std::fs::create_dir(&out).unwrap();
     let mut changed = 0;
