@@ -13,7 +13,18 @@ case "${1:-}" in
   *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
 esac
 started=$(date +%s)
-step() { echo "test: $* at $(($(date +%s) - started)) s ($(date -u +%H:%M:%S))" >&2; }
+# Each step says the CPU time of every process this script has reaped so far (/proc's cutime +
+# cstime: the foreground commands, and each background job once it has ended): on 2 cores the
+# CPU work, not waiting, is what sets a run's length (docs/benchmarks.md).
+clock_ticks=$(getconf CLK_TCK)
+# The reaped children's CPU seconds in a /proc/PID/stat's text, read from file $1.
+reaped_cpu_in() {
+  local stat
+  stat=$(<"$1")
+  read -ra stat <<<"${stat##*) }" # fields from the state on: cutime and cstime are 13 and 14
+  echo $(((stat[13] + stat[14]) / clock_ticks))
+}
+step() { echo "test: $* at $(($(date +%s) - started)) s ($(date -u +%H:%M:%S)), $(reaped_cpu_in /proc/$$/stat) CPU-s so far" >&2; }
 scripts/setup.sh
 step "setup done"
 # Incremental state is a second copy of every workspace crate's build; a one-shot test run gains
@@ -46,6 +57,20 @@ export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/scripts/test-runner.sh
 test_log="$cache/test-times.log"
 mkdir -p "$cache"
 : >"$test_log"
+# Clippy lints every workspace crate while it compiles for the tests (-D warnings): clippy-driver
+# as the workspace's rustc, with its arguments in CLIPPY_ARGS as `cargo clippy` passes them. A
+# separate `cargo clippy` type-checks every dependency once more, without code: 7 CPU-min of a
+# fresh machine's run (2026-12-07). Every cargo below builds with these, so the test build's
+# artifacts are reused; scripts/cross-env.sh drops them for Debian's ARM toolchain.
+sysroot=$(rustc --print sysroot)
+export RUSTC_WORKSPACE_WRAPPER="$sysroot/bin/clippy-driver"
+[[ -x $RUSTC_WORKSPACE_WRAPPER ]] || { echo "test: no clippy-driver in $sysroot (rustup component add clippy)" >&2; exit 1; }
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+# Every target of every workspace crate (benches and all), linted and built once; $1 gets
+# cargo's JSON messages (the lanes read the test binaries from them).
+lint_and_build_tests() {
+  cargo test --workspace --all-targets --locked --no-run --message-format=json-render-diagnostics >"$1"
+}
 # Runs cargo test with its output also in $test_log.
 cargo_test() {
   cargo test "$@" 2>&1 | tee -a "$test_log"
@@ -60,8 +85,8 @@ slowest() {
 
 if ((quick)); then
   cargo fmt --all -- --check
-  cargo clippy --workspace --all-targets --locked -- -D warnings
-  step "clippy done"
+  lint_and_build_tests /dev/null
+  step "clippy and test build done"
   # The tests that take seconds; those left out (scripts/slow-tests.txt) start a control plane,
   # run a workload or scikit-learn for a minute or more, or cut links (the full command runs them).
   skip_slow=$(sed -e 's/#.*//' scripts/slow-tests.txt | xargs -r printf -- '--skip %s ')
@@ -100,15 +125,17 @@ background() {
   # processes' nice: so the group is niced too. Before that, the ARM and no-tract builds took
   # two thirds of the CPU from the test build beside them (2026-12-06: 9 min 21 s against
   # 3 min 47 s alone).
-  setsid sh -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' "$name" "$@" \
-    >"$bg_logs/$name.log" 2>&1 &
+  # Not exec'd: the shell outlives the job to write its CPU time (job_cpu) to $0.stat.
+  setsid sh -c 'echo 19 >/proc/self/autogroup 2>/dev/null; nice -n 19 "$@"; s=$?
+    cat /proc/$$/stat >"$0.stat"; exit $s' "$bg_logs/$name" "$@" >"$bg_logs/$name.log" 2>&1 &
   bg_pid[$name]=$!
 }
 # The same at the priority of the foreground: a lane of tests that waits on real time.
 beside() {
   local name="$1"
   shift
-  setsid "$@" >"$bg_logs/$name.log" 2>&1 &
+  setsid sh -c '"$@"; s=$?; cat /proc/$$/stat >"$0.stat"; exit $s' "$bg_logs/$name" "$@" \
+    >"$bg_logs/$name.log" 2>&1 &
   bg_pid[$name]=$!
 }
 # Puts a background job at the foreground's priority (the processes it starts from now on
@@ -127,8 +154,11 @@ wait_for() {
     echo "test: $name failed (its log above)" >&2
     exit 1
   fi
-  step "$name done"
+  step "$name done ($(job_cpu "$name") CPU-s of its own)"
 }
+# The CPU seconds a job of background or beside used: its shell's reaped children, written when
+# the job ended.
+job_cpu() { reaped_cpu_in "$bg_logs/$1.stat"; }
 background control-plane scripts/control-plane.sh build
 background helm scripts/helm.sh --path
 background backends scripts/backends.sh build prometheus3 thanos mimir
@@ -137,23 +167,22 @@ cargo fmt --all -- --check
 # cargo fmt reaches only files a plain `mod` line names; check every tracked file on its own so a
 # module declared inside a macro cannot hide from the formatter.
 git ls-files -z '*.rs' ':!:fuzz/' | xargs -0 -n 20 rustfmt --check --edition 2021 >/dev/null
-cargo clippy --workspace --all-targets --locked -- -D warnings
-step "clippy done"
+step "fmt done"
 # The ARM cross builds (two more builds of the workspace, cached in ~/.cache/greenpipe/arm-target
 # by their inputs): in the background too, so scripts/test-arm.sh below finds them built.
 background arm-build scripts/test-arm.sh --build-only
-# The workload without tract, as the quick start builds it (ONNX Runtime and LiteRT only): its
-# feature set rebuilds most dependencies (5 min here, cold), so it builds in its target directory
-# (above), in the background at the lowest priority like the Go builds, and is waited for before the whole-host tests.
+# The workload without tract, as the quick start builds it (ONNX Runtime and LiteRT only), every
+# target linted and built as above: its feature set rebuilds most dependencies (5 min here,
+# cold), so it builds in its target directory (above), in the background at the lowest priority
+# like the Go builds, and is waited for before the whole-host tests.
 background no-tract env CARGO_TARGET_DIR="$no_tract_target_dir" sh -c '
-  cargo clippy -p greenpipe-workload --no-default-features --all-targets --locked -- -D warnings &&
+  cargo test -p greenpipe-workload --no-default-features --all-targets --locked --no-run &&
   cargo test -p greenpipe-workload --no-default-features --locked --lib -- model::'
 wait_for control-plane
 wait_for helm
-# Every test binary, built once for the lanes below.
-cargo test --workspace --locked --no-run --message-format=json-render-diagnostics \
-  >"$bg_logs/artifacts.json"
-step "test build done"
+# Every test binary, linted and built once for the lanes below.
+lint_and_build_tests "$bg_logs/artifacts.json"
+step "clippy and test build done"
 # The test build is what everything waits for; from here the builds still running share the CPU
 # evenly with the tests, which mostly wait. Left at the lowest priority they got nothing until
 # the end-to-end tests were done, and the run waited for them then (2026-12-06: 28 min 36 s
@@ -184,7 +213,9 @@ python3 -c '
 import json, os, sys
 for line in open(sys.argv[1]):
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["profile"]["test"] and m.get("executable"):
+    # Benches are built (and linted) with the tests, never run as tests.
+    if m.get("reason") == "compiler-artifact" and m["profile"]["test"] and m.get("executable") \
+            and "bench" not in m["target"]["kind"]:
         d = os.path.dirname(m["manifest_path"])
         src = os.path.relpath(m["target"]["src_path"], d)
         print("\t".join([d, src, m["executable"], m["target"]["name"]]))' \
