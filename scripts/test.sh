@@ -116,28 +116,25 @@ stop_background() {
   rm -rf "$bg_logs"
 }
 trap stop_background EXIT
-background() {
-  local name="$1"
-  shift
-  # Its own session and process group, so that waiting for it can raise the whole build's
-  # priority. A new session is also a new scheduling group where the kernel groups by session
-  # (autogroup, on in Debian's kernels), and groups share the CPU evenly whatever their
-  # processes' nice: so the group is niced too. Before that, the ARM and no-tract builds took
-  # two thirds of the CPU from the test build beside them (2026-12-06: 9 min 21 s against
-  # 3 min 47 s alone).
-  # Not exec'd: the shell outlives the job to write its CPU time (job_cpu) to $0.stat.
-  setsid sh -c 'echo 19 >/proc/self/autogroup 2>/dev/null; nice -n 19 "$@"; s=$?
-    cat /proc/$$/stat >"$0.stat"; exit $s' "$bg_logs/$name" "$@" >"$bg_logs/$name.log" 2>&1 &
-  bg_pid[$name]=$!
-}
-# The same at the priority of the foreground: a lane of tests that waits on real time.
-beside() {
-  local name="$1"
-  shift
-  setsid sh -c '"$@"; s=$?; cat /proc/$$/stat >"$0.stat"; exit $s' "$bg_logs/$name" "$@" \
+# Starts job $1 at nice $2: the command after them, its output in $bg_logs/$1.log. It gets its
+# own session and process group, so that waiting for it can raise the whole build's priority. A
+# new session is also a new scheduling group where the kernel groups by session (autogroup, on in
+# Debian's kernels), and groups share the CPU evenly whatever their processes' nice: so the group
+# is niced too. Before that, the ARM and no-tract builds took two thirds of the CPU from the test
+# build beside them (2026-12-06: 9 min 21 s against 3 min 47 s alone). The command is not exec'd:
+# the shell outlives it to write its CPU time (job_cpu) to $bg_logs/$1.stat.
+start_job() {
+  local name="$1" nice="$2"
+  shift 2
+  setsid sh -c 'echo "$1" >/proc/self/autogroup 2>/dev/null; n=$1; shift; nice -n "$n" "$@"
+    s=$?; cat /proc/$$/stat >"$0.stat"; exit $s' "$bg_logs/$name" "$nice" "$@" \
     >"$bg_logs/$name.log" 2>&1 &
   bg_pid[$name]=$!
 }
+# A build in the background, at the lowest priority until it is waited for.
+background() { start_job "$1" 19 "${@:2}"; }
+# The same at the priority of the foreground: a lane of tests that waits on real time.
+beside() { start_job "$1" 0 "${@:2}"; }
 # Puts a background job at the foreground's priority (the processes it starts from now on
 # inherit it).
 raise() {
